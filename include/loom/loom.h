@@ -1,0 +1,209 @@
+/*
+ * loom: collective communication for CPU and GPU memory.
+ *
+ * This is the whole public C API. It follows NCCL's shape and semantics with a `loom` prefix,
+ * so a later NCCL-ABI shim can map `nccl*` names onto it.
+ *
+ * Call order for a job of N ranks:
+ *   1. One rank calls loomGetUniqueId() and hands the 128-byte id to every rank (MPI, a file,
+ *      torchrun's store...). Alternatively every rank sets LOOM_COMM_ID=host:port and calls
+ *      loomGetUniqueId() itself: all derive the same id and rank 0 hosts the rendezvous.
+ *   2. Every rank calls loomCommInitRank() (or loomCommInitRankConfig()) with the same id and
+ *      nranks and its own rank. The call blocks until all ranks have arrived, or fails with
+ *      loomTimeout naming the missing ranks after LOOM_TIMEOUT seconds.
+ *      One process holding all ranks calls loomCommInitAll() instead.
+ *   3. Use the communicator (loomCommSplit, collectives).
+ *   4. loomCommFinalize() (collective: every rank) then loomCommDestroy() (local), or
+ *      loomCommAbort() (local, at any time, from any thread) to tear down after an error.
+ *
+ * Every function returns a loomResult_t. On failure, loomGetLastError() returns a message that
+ * says what went wrong and, where possible, what to do.
+ *
+ * Thread safety: different communicators may be used concurrently from different threads.
+ * One communicator is used by one thread at a time, except loomCommAbort() and
+ * loomCommGetAsyncError(), which may be called from any thread at any time.
+ */
+#ifndef LOOM_LOOM_H_
+#define LOOM_LOOM_H_
+
+#include <stddef.h>
+
+#if defined(_WIN32)
+#define LOOM_API
+#else
+/** Marks exported symbols; everything else in libloom is hidden. */
+#define LOOM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of these headers: major * 10000 + minor * 100 + patch. */
+#define LOOM_MAJOR 0
+#define LOOM_MINOR 1
+#define LOOM_PATCH 0
+#define LOOM_VERSION_CODE (LOOM_MAJOR * 10000 + LOOM_MINOR * 100 + LOOM_PATCH)
+
+/** Result codes. Values 0-7 match NCCL's ncclResult_t; loomTimeout is loom's own. */
+typedef enum {
+  loomSuccess = 0,            /**< The call did what was asked. */
+  loomUnhandledCudaError = 1, /**< A CUDA call failed. */
+  loomSystemError = 2,        /**< A system call failed (sockets, memory, /dev/shm ...). */
+  loomInternalError = 3,      /**< A bug in loom; please report it with the LOOM_DEBUG=INFO log. */
+  loomInvalidArgument = 4,    /**< An argument is wrong (null pointer, out of range, bad id...). */
+  loomInvalidUsage = 5,       /**< Calls in the wrong order or on an unusable communicator. */
+  loomRemoteError = 6,        /**< A peer failed, died or disagreed (e.g. about nranks). */
+  loomInProgress = 7,         /**< A non-blocking operation has not finished yet. */
+  loomTimeout = 8,            /**< A wait passed its deadline (LOOM_TIMEOUT or config.timeoutMs). */
+  loomNumResults = 9
+} loomResult_t;
+
+/** Opaque communicator handle. */
+typedef struct loomComm* loomComm_t;
+
+/** Size in bytes of a unique id. */
+#define LOOM_UNIQUE_ID_BYTES 128
+
+/**
+ * Identifies one rendezvous: the root's address and a random secret that every connection of
+ * the job must prove. Treat it as opaque bytes; copy it to every rank unchanged.
+ */
+typedef struct {
+  char internal[LOOM_UNIQUE_ID_BYTES];
+} loomUniqueId;
+
+/** Value of loomConfig_t.device for a communicator on host (CPU) memory. */
+#define LOOM_DEVICE_CPU (-1)
+/** Color for loomCommSplit() meaning "this rank joins no new communicator". */
+#define LOOM_SPLIT_NOCOLOR (-1)
+/** Marks a config field as unset, so loom uses the environment or its default. */
+#define LOOM_CONFIG_UNDEF_INT (-2147483647 - 1)
+
+/** Magic and version that LOOM_CONFIG_INITIALIZER writes; loom rejects any other value. */
+#define LOOM_CONFIG_MAGIC 0x6c6f6f6dU /* "loom" */
+#define LOOM_CONFIG_VERSION 1
+
+/**
+ * Options for loomCommInitRankConfig() and loomCommSplit(). Always start from
+ * LOOM_CONFIG_INITIALIZER, then set the fields you need: the size, magic and version fields let
+ * later loom versions add fields without breaking binaries built against this header.
+ */
+typedef struct loomConfig_v1 {
+  size_t size;      /**< sizeof(loomConfig_t); set by the initializer. */
+  unsigned magic;   /**< LOOM_CONFIG_MAGIC; set by the initializer. */
+  unsigned version; /**< LOOM_CONFIG_VERSION; set by the initializer. */
+  /** LOOM_DEVICE_CPU (default) or a CUDA device ordinal. Fixed for the communicator's life. */
+  int device;
+  /**
+   * 1 (default): init and split return when the communicator is ready.
+   * 0: they return loomInProgress at once and finish in the background; poll
+   * loomCommGetAsyncError() until it stops returning loomInProgress.
+   */
+  int blocking;
+  /** Deadline in milliseconds for every wait; unset means LOOM_TIMEOUT (seconds). */
+  int timeoutMs;
+  /** Name shown in logs and error messages; copied at init. NULL means "loom". */
+  const char* name;
+} loomConfig_t;
+
+/** Initial value for every loomConfig_t: all options unset. */
+#define LOOM_CONFIG_INITIALIZER                                                          \
+  {                                                                                      \
+    sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_CONFIG_VERSION, LOOM_CONFIG_UNDEF_INT, \
+        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL                               \
+  }
+
+/** Writes LOOM_VERSION_CODE of the library actually loaded into *version. */
+LOOM_API loomResult_t loomGetVersion(int* version);
+
+/**
+ * Creates a unique id for a new job. Call on one rank, then send the id to all ranks.
+ * Unless LOOM_COMM_ID is set, this starts a rendezvous listener in the calling process on the
+ * interface chosen by LOOM_SOCKET_IFNAME; the process must stay alive until every rank has
+ * called loomCommInitRank(). With LOOM_COMM_ID=host:port every rank may call it and gets the
+ * same id; rank 0 then hosts the rendezvous on that port during loomCommInitRank().
+ */
+LOOM_API loomResult_t loomGetUniqueId(loomUniqueId* uniqueId);
+
+/**
+ * Creates the communicator of rank `rank` (0 <= rank < nranks) in a job of `nranks` ranks, with
+ * default options (CPU device, blocking). Collective: every rank of the job must call it with
+ * the same id and nranks. *comm is written before the call starts waiting, so another thread
+ * may loomCommAbort() it; on failure the communicator is destroyed and *comm set to NULL.
+ */
+LOOM_API loomResult_t loomCommInitRank(loomComm_t* comm, int nranks, loomUniqueId commId,
+                                       int rank);
+
+/**
+ * As loomCommInitRank(), with options. config may be NULL (defaults). With config->blocking = 0
+ * the call returns loomInProgress and the communicator keeps initialising in the background;
+ * it then stays valid after a failure and must be destroyed or aborted by the caller.
+ */
+LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t* comm, int nranks, loomUniqueId commId,
+                                             int rank, loomConfig_t* config);
+
+/**
+ * Creates `ndev` communicators of one job in this process, rank i in comms[i]. devlist gives
+ * each rank's device (LOOM_DEVICE_CPU or a CUDA ordinal); NULL means every rank on the CPU.
+ */
+LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* devlist);
+
+/**
+ * Splits `comm` into disjoint communicators: ranks with the same `color` form one, ordered by
+ * `key` (ties broken by rank in `comm`). A rank passing LOOM_SPLIT_NOCOLOR gets *newcomm = NULL.
+ * Collective over `comm`. config may be NULL, which inherits the parent's options.
+ */
+LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
+                                    loomConfig_t* config);
+
+/**
+ * Finishes all operations of `comm` and waits until every rank has done the same, so that no
+ * peer still uses resources shared with this rank. Collective. Call before loomCommDestroy().
+ */
+LOOM_API loomResult_t loomCommFinalize(loomComm_t comm);
+
+/**
+ * Frees the communicator's local resources. Local (not collective). Destroying a communicator
+ * that was not finalized is allowed but peers may see errors if they still use it. Destroying
+ * a handle twice returns loomInvalidArgument.
+ */
+LOOM_API loomResult_t loomCommDestroy(loomComm_t comm);
+
+/**
+ * Stops every operation of `comm` in progress (they return with an error), then frees it.
+ * Local, and safe from any thread at any time, including while another thread is blocked in
+ * loomCommInitRank() or loomCommSplit() on this communicator.
+ */
+LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
+
+/**
+ * Writes the communicator's state into *asyncError: loomInProgress while a non-blocking init or
+ * split is running, loomSuccess when ready, or the error that made it unusable.
+ */
+LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError);
+
+/** Number of ranks in `comm`. */
+LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int* count);
+
+/** This rank's index in `comm`. */
+LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int* rank);
+
+/** The communicator's device: LOOM_DEVICE_CPU or a CUDA ordinal. */
+LOOM_API loomResult_t loomCommDevice(const loomComm_t comm, int* device);
+
+/** A short, static description of a result code. Never NULL. */
+LOOM_API const char* loomGetErrorString(loomResult_t result);
+
+/**
+ * The message of the last failure: of `comm` when comm is not NULL, else of the last failed call
+ * made by this thread (init failures have no communicator yet). Valid until the next loom call
+ * on the same communicator or thread. Never NULL; empty when nothing failed.
+ */
+LOOM_API const char* loomGetLastError(loomComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOM_LOOM_H_ */

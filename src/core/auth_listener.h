@@ -1,0 +1,88 @@
+// The bootstrap wire format and the listener that admits only connections proving the job's
+// secret. Every bootstrap connection (rank -> root, rank -> rank) starts with a Hello; the
+// listener reads Hellos of all pending connections at once (poll), so a stranger that sends
+// garbage, a wrong secret, a truncated or oversized header, or trickles bytes slowly is refused
+// and logged without delaying the ranks of the job.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/core/socket.h"
+#include "src/core/unique_id.h"
+
+namespace loom {
+
+enum class HelloKind : uint16_t {
+  kRegister = 1,  // rank -> root: "I am rank r of n; my listener is at ..."
+  kRing = 2,      // rank -> next rank in the bootstrap ring, kept open for collectives
+  kMessage = 3,   // rank -> rank: one tagged message, then the connection closes
+};
+
+struct Hello {
+  HelloKind kind = HelloKind::kMessage;
+  Secret secret{};
+  int32_t rank = -1;
+  int32_t nranks = 0;
+  uint32_t tag = 0;
+  uint32_t payloadBytes = 0;
+};
+
+inline constexpr size_t kHelloBytes = 44;
+// Bootstrap messages are small (addresses, rank descriptions); anything larger is refused.
+inline constexpr uint32_t kMaxBootstrapPayload = 16u << 20;
+// A peer that holds the secret sends its whole Hello at once; one that takes longer is refused.
+inline constexpr int kHelloDeadlineMs = 10000;
+
+// Writes the Hello and its payload.
+void sendHello(Socket& socket, const Hello& hello, const void* payload, Deadline deadline,
+               AbortFlag abort);
+
+struct IncomingConnection {
+  Socket socket;
+  Hello hello;
+  std::vector<char> payload;
+};
+
+class AuthListener {
+ public:
+  // Listens on `address` (port 0: any free port). `owner` names it in logs ("rank 3").
+  AuthListener(const SocketAddress& address, const Secret& secret, std::string owner);
+  const SocketAddress& address() const { return address_; }
+
+  // Waits up to `timeoutMs` for one authenticated connection with its whole payload.
+  std::optional<IncomingConnection> poll(int timeoutMs);
+  // Waits for a connection whose Hello satisfies `want`, keeping others for later calls.
+  // `whatFor` names the wait in the timeout message.
+  IncomingConnection waitFor(const std::function<bool(const Hello&)>& want, Deadline deadline,
+                             AbortFlag abort, const std::string& whatFor);
+  // Accepts and checks what is pending without waiting.
+  void drain() { (void)pollOnce(0); }
+
+ private:
+  struct Pending {
+    Socket socket;
+    std::vector<uint8_t> header;
+    Hello hello;
+    std::vector<char> payload;
+    size_t payloadGot = 0;
+    bool headerDone = false;
+    Deadline deadline = Deadline::never();
+  };
+  bool pollOnce(int timeoutMs);
+  void progress(Pending& p, bool& finished);
+  void refuse(Pending& p, const std::string& why);
+
+  Socket listener_;
+  SocketAddress address_;
+  Secret secret_;
+  std::string owner_;
+  std::vector<Pending> pending_;
+  std::deque<IncomingConnection> ready_;
+};
+
+}  // namespace loom

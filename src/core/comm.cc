@@ -1,0 +1,244 @@
+#include "src/core/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/core/device.h"
+#include "src/core/env.h"
+#include "src/core/error.h"
+#include "src/core/host_id.h"
+#include "src/core/logging.h"
+
+namespace loom {
+
+CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent) {
+  CommOptions o;
+  if (parent != nullptr) {
+    o = *parent;
+  } else {
+    int64_t seconds = envInt(EnvVar::LOOM_TIMEOUT);
+    LOOM_ENFORCE(seconds >= 0, InvalidArgument, "LOOM_TIMEOUT=", seconds,
+                 " is negative; give seconds, or 0 to wait forever");
+    o.timeout = std::chrono::milliseconds(seconds * 1000);
+  }
+  if (config == nullptr) return o;
+  LOOM_ENFORCE(config->magic == LOOM_CONFIG_MAGIC, InvalidArgument,
+               "config->magic is 0x", std::hex, config->magic,
+               ": initialise every loomConfig_t with LOOM_CONFIG_INITIALIZER");
+  LOOM_ENFORCE(config->version >= 1 && config->version <= LOOM_CONFIG_VERSION, InvalidArgument,
+               "config->version is ", config->version, " but this loom knows versions 1 to ",
+               LOOM_CONFIG_VERSION, ": initialise it with LOOM_CONFIG_INITIALIZER");
+  LOOM_ENFORCE(config->size >= sizeof(loomConfig_t), InvalidArgument, "config->size is ",
+               config->size, ", expected at least ", sizeof(loomConfig_t),
+               ": initialise it with LOOM_CONFIG_INITIALIZER");
+  if (config->device != LOOM_CONFIG_UNDEF_INT) {
+    validateDevice(config->device);
+    o.device = config->device;
+  }
+  if (config->blocking != LOOM_CONFIG_UNDEF_INT) {
+    LOOM_ENFORCE(config->blocking == 0 || config->blocking == 1, InvalidArgument,
+                 "config->blocking is ", config->blocking, "; use 1 (blocking) or 0");
+    o.blocking = config->blocking == 1;
+  }
+  if (config->timeoutMs != LOOM_CONFIG_UNDEF_INT) {
+    LOOM_ENFORCE(config->timeoutMs >= 0, InvalidArgument, "config->timeoutMs is ",
+                 config->timeoutMs, "; use milliseconds, or 0 to wait forever");
+    o.timeout = std::chrono::milliseconds(config->timeoutMs);
+  }
+  if (config->name != nullptr) {
+    o.name = config->name;
+    LOOM_ENFORCE(!o.name.empty() && o.name.size() <= 256, InvalidArgument,
+                 "config->name must have 1 to 256 characters");
+  }
+  return o;
+}
+
+Comm::Comm(CommOptions options, int rank, int nranks)
+    : options_(std::move(options)), rank_(rank), nranks_(nranks) {}
+
+Comm::~Comm() {
+  abort_ = true;
+  if (worker_.joinable()) worker_.join();
+}
+
+std::string Comm::describe() const {
+  return strCat("comm '", options_.name, "' rank ", rank_, "/", nranks_);
+}
+
+BootstrapOptions Comm::bootstrapOptions(const Secret& secret) const {
+  return BootstrapOptions{secret, rank_, nranks_, options_.timeout, &abort_, describe()};
+}
+
+void Comm::initFromId(const UniqueIdContents& id) {
+  std::lock_guard<std::mutex> lock(opMutex_);
+  ScopedLogContext context(describe());
+  try {
+    bootstrap_ = Bootstrap::viaRoot(id, bootstrapOptions(id.secret));
+    exchangeRankInfo();
+  } catch (const Error& e) {
+    state_ = e.code();
+    throw;
+  }
+}
+
+void Comm::initFromPeers(std::unique_ptr<AuthListener> listener,
+                         std::vector<SocketAddress> peers, const Secret& secret) {
+  std::lock_guard<std::mutex> lock(opMutex_);
+  ScopedLogContext context(describe());
+  try {
+    bootstrap_ = Bootstrap::viaPeers(std::move(listener), std::move(peers),
+                                     bootstrapOptions(secret));
+    exchangeRankInfo();
+  } catch (const Error& e) {
+    state_ = e.code();
+    throw;
+  }
+}
+
+void Comm::exchangeRankInfo() {
+  rankInfos_.assign(static_cast<size_t>(nranks_), RankInfo{});
+  RankInfo& mine = rankInfos_[rank_];
+  mine.hostHash = hashString(hostIdentity());
+  mine.rank = rank_;
+  mine.device = options_.device;
+  mine.pid = static_cast<int32_t>(getpid());
+  mine.version = LOOM_VERSION_CODE;
+  bootstrap_->allGather(rankInfos_.data(), sizeof(RankInfo));
+  std::vector<uint64_t> hosts;
+  int localRank = 0, localRanks = 0;
+  for (const RankInfo& info : rankInfos_) {
+    LOOM_ENFORCE(info.version == LOOM_VERSION_CODE, InvalidUsage, "rank ", info.rank,
+                 " runs loom version code ", info.version, " but rank ", rank_, " runs ",
+                 LOOM_VERSION_CODE, "; every rank must use the same loom build");
+    if (std::find(hosts.begin(), hosts.end(), info.hostHash) == hosts.end())
+      hosts.push_back(info.hostHash);
+    if (info.hostHash == mine.hostHash) {
+      if (info.rank < rank_) ++localRank;
+      ++localRanks;
+    }
+  }
+  static std::once_flag envLogged;
+  std::call_once(envLogged, logEnvTable);
+  LOOM_INFO(kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ",
+            localRanks, ", device ",
+            options_.device == LOOM_DEVICE_CPU ? std::string("cpu")
+                                               : strCat("cuda:", options_.device));
+  state_ = loomSuccess;
+}
+
+void Comm::startAsync(std::function<void()> work) {
+  worker_ = std::thread([this, work = std::move(work)] {
+    try {
+      work();
+    } catch (const Error& e) {
+      setLastError(e.what());
+      state_ = e.code();
+      LOOM_WARN(kLogInit, describe(), ": non-blocking init failed: ", e.what());
+    } catch (const std::exception& e) {
+      setLastError(e.what());
+      state_ = loomInternalError;
+    }
+  });
+}
+
+void Comm::requireReady(const char* operation) const {
+  loomResult_t state = state_.load();
+  LOOM_ENFORCE(state != loomInProgress, InvalidUsage, operation, " on ", describe(),
+               ": its init has not finished; poll loomCommGetAsyncError until it returns "
+               "loomSuccess");
+  LOOM_ENFORCE(state == loomSuccess, InvalidUsage, operation, " on ", describe(),
+               ": the communicator failed earlier (", loomGetErrorString(state),
+               "); destroy it and create a new one");
+  LOOM_ENFORCE(!finalized_, InvalidUsage, operation, " on ", describe(),
+               ": it was finalized; only loomCommDestroy may follow loomCommFinalize");
+}
+
+std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOptions) {
+  requireReady("loomCommSplit");
+  LOOM_ENFORCE(color >= 0 || color == LOOM_SPLIT_NOCOLOR, InvalidArgument, "color ", color,
+               " is invalid: use a non-negative color or LOOM_SPLIT_NOCOLOR");
+  std::unique_ptr<AuthListener> listener;
+  struct Entry {
+    int32_t color, key;
+    uint32_t addressLength;
+    sockaddr_storage address;
+  };
+  std::vector<Entry> entries(static_cast<size_t>(nranks_));
+  Secret secret;
+  {
+    std::lock_guard<std::mutex> lock(opMutex_);
+    ScopedLogContext context(describe());
+    secret = bootstrap_->secret();
+    Entry& mine = entries[rank_];
+    std::memset(&mine, 0, sizeof(mine));
+    mine.color = color;
+    mine.key = key;
+    if (color != LOOM_SPLIT_NOCOLOR) {
+      listener = Bootstrap::openListener(secret, describe() + " (split)", nullptr);
+      mine.addressLength = listener->address().length;
+      mine.address = listener->address().storage;
+    }
+    bootstrap_->allGather(entries.data(), sizeof(Entry));
+  }
+  if (color == LOOM_SPLIT_NOCOLOR) return nullptr;
+  // Members of my color, ordered by (key, parent rank).
+  std::vector<int> members;
+  for (int r = 0; r < nranks_; ++r)
+    if (entries[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return entries[a].key < entries[b].key; });
+  std::vector<SocketAddress> peers;
+  int newRank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    SocketAddress a;
+    a.storage = entries[members[i]].address;
+    a.length = entries[members[i]].addressLength;
+    peers.push_back(a);
+    if (members[i] == rank_) newRank = static_cast<int>(i);
+  }
+  auto child = std::make_shared<Comm>(childOptions, newRank, static_cast<int>(members.size()));
+  // The child proves the parent's secret: it is the same job.
+  child->initFromPeers(std::move(listener), std::move(peers), secret);
+  return child;
+}
+
+void Comm::finalize() {
+  requireReady("loomCommFinalize");
+  std::lock_guard<std::mutex> lock(opMutex_);
+  ScopedLogContext context(describe());
+  bootstrap_->barrier();
+  finalized_ = true;
+  LOOM_INFO(kLogInit, "finalized");
+}
+
+void Comm::abort() {
+  abort_ = true;
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  std::lock_guard<std::mutex> lock(opMutex_);  // waits for other threads' calls to leave
+  bootstrap_.reset();
+}
+
+void Comm::destroy() {
+  if (state_.load() == loomInProgress) {
+    abort();
+    return;
+  }
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(opMutex_);
+  bootstrap_.reset();
+}
+
+void Comm::setLastError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(lastErrorMutex_);
+  lastError_ = message;
+}
+
+const char* Comm::lastError() {
+  std::lock_guard<std::mutex> lock(lastErrorMutex_);
+  lastErrorCopy_ = lastError_;
+  return lastErrorCopy_.c_str();
+}
+
+}  // namespace loom

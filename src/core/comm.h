@@ -1,0 +1,99 @@
+// A communicator: this rank's place in a group of ranks, the bootstrap network that connects
+// the group, what every rank told the others about itself, and the state that loomCommAbort
+// and loomCommGetAsyncError read from other threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom/loom.h"
+#include "src/core/bootstrap.h"
+#include "src/core/unique_id.h"
+
+// The C API's opaque handle type; every Comm is one.
+struct loomComm {};
+
+namespace loom {
+
+struct CommOptions {
+  int device = LOOM_DEVICE_CPU;
+  bool blocking = true;
+  std::chrono::milliseconds timeout{0};  // 0: wait forever
+  std::string name = "loom";
+};
+
+// Applies a user config (NULL: defaults, or the parent's options when splitting) after
+// checking its size, magic and version and every field. Throws InvalidArgument.
+CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent);
+
+// What each rank tells the others at init; later subsystems append their fields.
+struct RankInfo {
+  uint64_t hostHash = 0;
+  int32_t rank = -1;
+  int32_t device = LOOM_DEVICE_CPU;
+  int32_t pid = 0;
+  int32_t version = 0;
+};
+
+class Comm : public loomComm {
+ public:
+  Comm(CommOptions options, int rank, int nranks);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  // Collective init through the rendezvous named by the id. Blocking; throws on failure.
+  void initFromId(const UniqueIdContents& id);
+  // Runs `work` (an init) on a background thread; its outcome lands in asyncError().
+  void startAsync(std::function<void()> work);
+  // Collective over this communicator; returns nullptr for LOOM_SPLIT_NOCOLOR.
+  std::shared_ptr<Comm> split(int color, int key, const CommOptions& childOptions);
+  // Collective: waits until every rank has finalized.
+  void finalize();
+  // Stops waits in progress (any thread), waits for them to leave, releases resources.
+  void abort();
+  // Releases resources; aborts first if a background init is still running.
+  void destroy();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int device() const { return options_.device; }
+  const CommOptions& options() const { return options_; }
+  const std::vector<RankInfo>& rankInfos() const { return rankInfos_; }
+  loomResult_t asyncError() const { return state_.load(); }
+  // Throws InvalidUsage unless init finished successfully and finalize was not called.
+  void requireReady(const char* operation) const;
+
+  void setLastError(const std::string& message);
+  const char* lastError();
+
+ private:
+  void initFromPeers(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
+                     const Secret& secret);
+  void exchangeRankInfo();
+  BootstrapOptions bootstrapOptions(const Secret& secret) const;
+  std::string describe() const;
+
+  const CommOptions options_;
+  const int rank_;
+  const int nranks_;
+  std::atomic<bool> abort_{false};
+  std::atomic<loomResult_t> state_{loomInProgress};
+  bool finalized_ = false;
+  std::mutex opMutex_;  // held by every operation that uses the bootstrap
+  std::thread worker_;  // a non-blocking init
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::vector<RankInfo> rankInfos_;
+  std::mutex lastErrorMutex_;
+  std::string lastError_;
+  std::string lastErrorCopy_;  // what lastError() returned, stable until the next call
+};
+
+}  // namespace loom
