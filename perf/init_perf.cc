@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
   }
   int version = 0;
   loomGetVersion(&version);
-  std::printf("# loom init_perf: loom version %d, %d measured + %d warm-up iterations\n",
-              version, iters, warmup);
+  std::printf("# loom init_perf: loom version %d.%d.%d, %d measured + %d warm-up iterations\n",
+              version / 10000, version / 100 % 100, version % 100, iters, warmup);
   std::printf("# ranks run as threads of one process; times in ms (median, min, max) on rank 0\n");
   std::printf("#%6s  %29s  %29s  %29s\n", "ranks", "init (med min max)", "split (med min max)",
               "finalize+destroy");

@@ -9,7 +9,8 @@
 //                   NOCOLOR split, finalize and destroy everything
 //   init            init, then finalize and destroy
 //   stall           init, but stop for good right after registering with the root (prints
-//                   "registered"): the test kills this process to simulate a crash
+//                   "stalled"): the test kills this process to simulate a crash
+//   stall-ring      the same, once the bootstrap ring is connected (before the rank exchange)
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,8 +35,8 @@ void check(loomResult_t r, const char* what, loomComm_t comm) {
 
 void expectEq(int got, int want, const char* what) {
   if (got != want)
-    fail(loomInternalError, std::string(what) + ": got " + std::to_string(got) + ", want " +
-                                std::to_string(want));
+    fail(loomInternalError,
+         std::string(what) + ": got " + std::to_string(got) + ", want " + std::to_string(want));
 }
 
 void lifecycle(loomComm_t comm, int nranks, int rank) {
@@ -91,10 +92,11 @@ int main(int argc, char** argv) {
   } else {
     id = loom::test::idFromHex(idText);
   }
-  if (scenario == "stall") {
-    loom::testing::setInitStageHook([](int, const std::string& stage) {
-      if (stage != "root_registered") return;
-      std::printf("registered\n");
+  if (scenario == "stall" || scenario == "stall-ring") {
+    std::string at = scenario == "stall" ? "root_registered" : "bootstrap_ready";
+    loom::testing::setInitStageHook([at](int, const std::string& stage) {
+      if (stage != at) return;
+      std::printf("stalled\n");
       std::fflush(stdout);
       for (;;) pause();  // the test kills us here
     });

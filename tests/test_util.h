@@ -59,8 +59,8 @@ int freePort();
 }  // namespace loom::test
 
 // Checks a loom call and prints loomGetLastError on failure.
-#define ASSERT_LOOM_OK(call)                                                          \
-  do {                                                                                \
-    loomResult_t loomTestResult_ = (call);                                            \
+#define ASSERT_LOOM_OK(call)                                                               \
+  do {                                                                                     \
+    loomResult_t loomTestResult_ = (call);                                                 \
     ASSERT_EQ(loomTestResult_, loomSuccess) << #call << ": " << loomGetLastError(nullptr); \
   } while (0)

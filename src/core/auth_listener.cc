@@ -137,12 +137,17 @@ void AuthListener::progress(Pending& p, bool& finished) {
   }
 }
 
-bool AuthListener::pollOnce(int timeoutMs) {
+bool AuthListener::pollOnce(int timeoutMs, const Socket* watch) {
   std::vector<pollfd> fds;
   fds.push_back({listener_.fd(), POLLIN, 0});
   for (const Pending& p : pending_) fds.push_back({p.socket.fd(), POLLIN, 0});
+  if (watch != nullptr && watch->valid()) fds.push_back({watch->fd(), POLLIN, 0});
   int rc = ::poll(fds.data(), fds.size(), timeoutMs);
   if (rc < 0 && errno != EINTR) throwSystemError("poll() on the bootstrap listener", errno);
+  if (rc > 0 && watch != nullptr && watch->valid() && fds.back().revents != 0 &&
+      watch->peerClosed()) {
+    throw RemoteError(strCat(watch->peerName(), " closed the connection (did it exit or crash?)"));
+  }
 
   // Progress only those connections that have something to read, then admit new ones.
   std::vector<Pending> still;
@@ -185,7 +190,7 @@ std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
 
 IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>& want,
                                          Deadline deadline, AbortFlag abort,
-                                         const std::string& whatFor) {
+                                         const std::string& whatFor, const Socket* watch) {
   for (;;) {
     for (auto it = ready_.begin(); it != ready_.end(); ++it) {
       if (want(it->hello)) {
@@ -196,7 +201,7 @@ IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>
     }
     throwIfAborted(abort, whatFor.c_str());
     if (deadline.expired()) throw TimeoutError(strCat("timed out waiting for ", whatFor));
-    pollOnce(deadline.pollMs(kAbortPollMs));
+    pollOnce(deadline.pollMs(kAbortPollMs), watch);
   }
 }
 

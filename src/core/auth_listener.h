@@ -32,7 +32,8 @@ struct Hello {
   uint32_t payloadBytes = 0;
 };
 
-inline constexpr size_t kHelloBytes = 44;
+// magic 4, version 2, kind 2, secret 16, rank 4, nranks 4, tag 4, payload bytes 4.
+inline constexpr size_t kHelloBytes = 40;
 // Bootstrap messages are small (addresses, rank descriptions); anything larger is refused.
 inline constexpr uint32_t kMaxBootstrapPayload = 16u << 20;
 // A peer that holds the secret sends its whole Hello at once; one that takes longer is refused.
@@ -57,9 +58,11 @@ class AuthListener {
   // Waits up to `timeoutMs` for one authenticated connection with its whole payload.
   std::optional<IncomingConnection> poll(int timeoutMs);
   // Waits for a connection whose Hello satisfies `want`, keeping others for later calls.
-  // `whatFor` names the wait in the timeout message.
+  // `whatFor` names the wait in the timeout message. If `watch` (a connection on which nothing
+  // is expected) closes meanwhile, its peer died: RemoteError instead of waiting on.
   IncomingConnection waitFor(const std::function<bool(const Hello&)>& want, Deadline deadline,
-                             AbortFlag abort, const std::string& whatFor);
+                             AbortFlag abort, const std::string& whatFor,
+                             const Socket* watch = nullptr);
   // Accepts and checks what is pending without waiting.
   void drain() { (void)pollOnce(0); }
 
@@ -73,7 +76,7 @@ class AuthListener {
     bool headerDone = false;
     Deadline deadline = Deadline::never();
   };
-  bool pollOnce(int timeoutMs);
+  bool pollOnce(int timeoutMs, const Socket* watch = nullptr);
   void progress(Pending& p, bool& finished);
   void refuse(Pending& p, const std::string& why);
 

@@ -30,17 +30,21 @@ std::unique_ptr<Bootstrap> Bootstrap::viaRoot(const UniqueIdContents& id,
   Deadline deadline = Deadline::after(options.timeout);
   Socket root;
   try {
-    root = Socket::connect(id.root, deadline, options.abort);
+    root = Socket::connect(id.root, deadline, options.abort, /*retryRefused=*/true);
   } catch (const Error& e) {
     throw Error(e.code() == loomSystemError ? loomRemoteError : e.code(),
-                strCat("cannot reach the rendezvous root at ", id.root.toString(), ": ",
-                       e.what(), ". Is the process that called loomGetUniqueId still running, "
+                strCat("cannot reach the rendezvous root at ", id.root.toString(), ": ", e.what(),
+                       ". Is the process that called loomGetUniqueId still running, "
                        "and is that address reachable from here (LOOM_SOCKET_IFNAME)?"));
   }
   root.setPeerName(strCat("the rendezvous root at ", id.root.toString()));
   RootRegistration reg{listener->address(), options.timeout.count()};
   std::vector<char> payload = encodeRegistration(reg);
-  Hello hello{HelloKind::kRegister, options.secret, options.rank, options.nranks, 0,
+  Hello hello{HelloKind::kRegister,
+              options.secret,
+              options.rank,
+              options.nranks,
+              0,
               static_cast<uint32_t>(payload.size())};
   sendHello(root, hello, payload.data(), deadline, options.abort);
   LOOM_INFO(kLogBootstrap, "registered with the rendezvous root at ", id.root.toString(),
@@ -78,18 +82,30 @@ std::unique_ptr<Bootstrap> Bootstrap::viaPeers(std::unique_ptr<AuthListener> lis
   return b;
 }
 
+Socket Bootstrap::connectPeer(int peer, Deadline deadline) {
+  try {
+    Socket s = Socket::connect(peers_[peer], deadline, options_.abort, /*retryRefused=*/false);
+    s.setPeerName(strCat("rank ", peer));
+    return s;
+  } catch (const SystemError& e) {
+    // Its listener was open before it told anyone the address: a refusal means it is gone.
+    throw RemoteError(strCat("cannot connect to rank ", peer, " at ", peers_[peer].toString(),
+                             " (did it exit or crash?): ", e.what()));
+  }
+}
+
 void Bootstrap::connectRing() {
   const int n = options_.nranks, r = options_.rank;
   if (n > 1) {
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
     Deadline dl = deadline();
-    next_ = Socket::connect(peers_[next], dl, options_.abort);
+    next_ = connectPeer(next, dl);
     Hello hello{HelloKind::kRing, options_.secret, r, n, 0, 0};
     sendHello(next_, hello, nullptr, dl, options_.abort);
     next_.setPeerName(strCat("rank ", next));
     IncomingConnection in = listener_->waitFor(
         [&](const Hello& h) { return h.kind == HelloKind::kRing && h.rank == prev; }, dl,
-        options_.abort, strCat("rank ", prev, " to connect the bootstrap ring"));
+        options_.abort, strCat("rank ", prev, " to connect the bootstrap ring"), &next_);
     prev_ = std::move(in.socket);
     prev_.setPeerName(strCat("rank ", prev));
   }
@@ -117,14 +133,13 @@ void Bootstrap::barrier() {
 }
 
 void Bootstrap::send(int peer, uint32_t tag, const void* data, size_t size) {
-  LOOM_ENFORCE(peer >= 0 && peer < options_.nranks, InternalError, "bootstrap send to rank ",
-               peer, " of ", options_.nranks);
+  LOOM_ENFORCE(peer >= 0 && peer < options_.nranks, InternalError, "bootstrap send to rank ", peer,
+               " of ", options_.nranks);
   LOOM_ENFORCE(size <= kMaxBootstrapPayload, InternalError, "bootstrap message of ", size,
                " bytes is too large");
   Deadline dl = deadline();
-  Socket s = Socket::connect(peers_[peer], dl, options_.abort);
-  s.setPeerName(strCat("rank ", peer));
-  Hello hello{HelloKind::kMessage, options_.secret, options_.rank, options_.nranks, tag,
+  Socket s = connectPeer(peer, dl);
+  Hello hello{HelloKind::kMessage,        options_.secret, options_.rank, options_.nranks, tag,
               static_cast<uint32_t>(size)};
   sendHello(s, hello, data, dl, options_.abort);
 }
@@ -134,7 +149,8 @@ void Bootstrap::recv(int peer, uint32_t tag, void* data, size_t size) {
       [&](const Hello& h) {
         return h.kind == HelloKind::kMessage && h.rank == peer && h.tag == tag;
       },
-      deadline(), options_.abort, strCat("a bootstrap message from rank ", peer, " (tag ", tag, ")"));
+      deadline(), options_.abort,
+      strCat("a bootstrap message from rank ", peer, " (tag ", tag, ")"));
   LOOM_ENFORCE(c.payload.size() == size, RemoteError, "rank ", peer, " sent ", c.payload.size(),
                " bytes for bootstrap tag ", tag, " where ", size, " were expected");
   std::memcpy(data, c.payload.data(), size);

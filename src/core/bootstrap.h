@@ -54,6 +54,7 @@ class Bootstrap {
   Bootstrap(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
             const BootstrapOptions& options);
   void connectRing();
+  Socket connectPeer(int peer, Deadline deadline);
   Deadline deadline() const;
 
   std::unique_ptr<AuthListener> listener_;

@@ -91,17 +91,17 @@ class Root {
       return;
     }
     if (h.nranks != nranks_) {
-      fail(loomInvalidArgument, strCat("ranks disagree about the job size: rank ", h.rank,
-                                       " passed nranks=", h.nranks, " but rank ", firstRank_,
-                                       " passed nranks=", nranks_,
-                                       "; every rank must pass the same nranks"));
+      fail(loomInvalidArgument,
+           strCat("ranks disagree about the job size: rank ", h.rank, " passed nranks=", h.nranks,
+                  " but rank ", firstRank_, " passed nranks=", nranks_,
+                  "; every rank must pass the same nranks"));
       send(c.socket, failure_);
       ++answered_;
       return;
     }
     if (h.rank < 0 || h.rank >= nranks_ || ranks_[h.rank].has_value()) {
-      fail(loomInvalidArgument, strCat("two processes registered as rank ", h.rank, " of ",
-                                       nranks_, "; every rank must pass a different rank"));
+      fail(loomInvalidArgument, strCat("two processes registered as rank ", h.rank, " of ", nranks_,
+                                       "; every rank must pass a different rank"));
       send(c.socket, failure_);
       ++answered_;
       return;
@@ -109,8 +109,8 @@ class Root {
     c.socket.setPeerName(strCat("rank ", h.rank));
     ranks_[h.rank] = Member{std::move(c.socket), reg.listener};
     ++arrived_;
-    LOOM_INFO(kLogBootstrap, "rank ", h.rank, " of ", nranks_, " arrived (", arrived_, "/",
-              nranks_, ")");
+    LOOM_INFO(kLogBootstrap, "rank ", h.rank, " of ", nranks_, " arrived (", arrived_, "/", nranks_,
+              ")");
   }
 
   // A registered rank whose connection closes before the answer has died: fail everyone now.
@@ -123,9 +123,10 @@ class Root {
       char byte;
       if (ranks_[r]->socket.recvSome(&byte, 1) < 0) {
         ranks_[r]->socket.close();
-        fail(loomRemoteError, strCat("rank ", r, " disconnected from the rendezvous before all ",
-                                     nranks_, " ranks arrived: it exited, crashed or was "
-                                     "killed; check its log"));
+        fail(loomRemoteError,
+             strCat("rank ", r, " disconnected from the rendezvous before all ", nranks_,
+                    " ranks arrived: it exited, crashed or was "
+                    "killed; check its log"));
         return;
       }
     }

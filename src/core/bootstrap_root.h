@@ -25,7 +25,7 @@ struct RootRegistration {
 };
 struct RootReply {
   loomResult_t status = loomSuccess;
-  std::string message;                  // why, when status is not loomSuccess
+  std::string message;                   // why, when status is not loomSuccess
   std::vector<SocketAddress> listeners;  // every rank's, when status is loomSuccess
 };
 

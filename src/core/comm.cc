@@ -24,9 +24,8 @@ CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent
     o.timeout = std::chrono::milliseconds(seconds * 1000);
   }
   if (config == nullptr) return o;
-  LOOM_ENFORCE(config->magic == LOOM_CONFIG_MAGIC, InvalidArgument,
-               "config->magic is 0x", std::hex, config->magic,
-               ": initialise every loomConfig_t with LOOM_CONFIG_INITIALIZER");
+  LOOM_ENFORCE(config->magic == LOOM_CONFIG_MAGIC, InvalidArgument, "config->magic is 0x", std::hex,
+               config->magic, ": initialise every loomConfig_t with LOOM_CONFIG_INITIALIZER");
   LOOM_ENFORCE(config->version >= 1 && config->version <= LOOM_CONFIG_VERSION, InvalidArgument,
                "config->version is ", config->version, " but this loom knows versions 1 to ",
                LOOM_CONFIG_VERSION, ": initialise it with LOOM_CONFIG_INITIALIZER");
@@ -83,13 +82,13 @@ void Comm::initFromId(const UniqueIdContents& id) {
   }
 }
 
-void Comm::initFromPeers(std::unique_ptr<AuthListener> listener,
-                         std::vector<SocketAddress> peers, const Secret& secret) {
+void Comm::initFromPeers(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
+                         const Secret& secret) {
   std::lock_guard<std::mutex> lock(opMutex_);
   ScopedLogContext context(describe());
   try {
-    bootstrap_ = Bootstrap::viaPeers(std::move(listener), std::move(peers),
-                                     bootstrapOptions(secret));
+    bootstrap_ =
+        Bootstrap::viaPeers(std::move(listener), std::move(peers), bootstrapOptions(secret));
     exchangeRankInfo();
   } catch (const Error& e) {
     state_ = e.code();
@@ -121,10 +120,10 @@ void Comm::exchangeRankInfo() {
   }
   static std::once_flag envLogged;
   std::call_once(envLogged, logEnvTable);
-  LOOM_INFO(kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ",
-            localRanks, ", device ",
-            options_.device == LOOM_DEVICE_CPU ? std::string("cpu")
-                                               : strCat("cuda:", options_.device));
+  LOOM_INFO(
+      kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ", localRanks,
+      ", device ",
+      options_.device == LOOM_DEVICE_CPU ? std::string("cpu") : strCat("cuda:", options_.device));
   state_ = loomSuccess;
 }
 

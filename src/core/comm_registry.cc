@@ -16,8 +16,9 @@ std::unordered_map<const loomComm*, std::shared_ptr<Comm>>& registry() {
 
 void throwNotLive(const loomComm* handle) {
   if (handle == nullptr)
-    throw InvalidArgument("the communicator is NULL; pass one created by loomCommInitRank, "
-                          "loomCommInitAll or loomCommSplit");
+    throw InvalidArgument(
+        "the communicator is NULL; pass one created by loomCommInitRank, "
+        "loomCommInitAll or loomCommSplit");
   throw InvalidArgument(strCat("communicator ", static_cast<const void*>(handle),
                                " is not live: it was destroyed or aborted already, or never "
                                "created"));

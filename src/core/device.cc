@@ -17,8 +17,8 @@ void validateDevice(int device) {
                " requested, but this loom was built without CUDA (LOOM_WITH_CUDA=OFF); use "
                "LOOM_DEVICE_CPU or rebuild with CUDA");
   int count = cudaDeviceCount();
-  LOOM_ENFORCE(device < count, InvalidArgument, "CUDA device ", device, " requested, but ",
-               count, " CUDA device(s) are visible to this process",
+  LOOM_ENFORCE(device < count, InvalidArgument, "CUDA device ", device, " requested, but ", count,
+               " CUDA device(s) are visible to this process",
                count == 0 ? " (no GPU or driver here; use LOOM_DEVICE_CPU)" : "");
 }
 

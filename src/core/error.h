@@ -19,10 +19,10 @@ class Error : public std::runtime_error {
   loomResult_t code_;
 };
 
-#define LOOM_DEFINE_ERROR(Name, code)                                         \
-  class Name : public Error {                                                 \
-   public:                                                                    \
-    explicit Name(const std::string& what) : Error(code, what) {}             \
+#define LOOM_DEFINE_ERROR(Name, code)                             \
+  class Name : public Error {                                     \
+   public:                                                        \
+    explicit Name(const std::string& what) : Error(code, what) {} \
   }
 
 LOOM_DEFINE_ERROR(InvalidArgument, loomInvalidArgument);
@@ -40,8 +40,8 @@ LOOM_DEFINE_ERROR(CudaError, loomUnhandledCudaError);
 }  // namespace loom
 
 // LOOM_ENFORCE(cond, ErrorType, message parts...): throw ErrorType(message) unless cond.
-#define LOOM_ENFORCE(cond, ErrorType, ...) \
-  do {                                     \
+#define LOOM_ENFORCE(cond, ErrorType, ...)                             \
+  do {                                                                 \
     if (!(cond)) throw ::loom::ErrorType(::loom::strCat(__VA_ARGS__)); \
   } while (0)
 
@@ -51,6 +51,6 @@ LOOM_DEFINE_ERROR(CudaError, loomUnhandledCudaError);
     const auto& loomA_ = (a);                                                              \
     const auto& loomB_ = (b);                                                              \
     if (!(loomA_ == loomB_))                                                               \
-      throw ::loom::ErrorType(::loom::strCat(__VA_ARGS__, " (" #a " = ", loomA_, ", " #b " = ", \
-                                             loomB_, ")"));                                \
+      throw ::loom::ErrorType(                                                             \
+          ::loom::strCat(__VA_ARGS__, " (" #a " = ", loomA_, ", " #b " = ", loomB_, ")")); \
   } while (0)

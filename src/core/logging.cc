@@ -21,9 +21,9 @@ struct SubsysName {
   uint32_t bit;
 };
 constexpr SubsysName kSubsysNames[] = {
-    {"INIT", kLogInit}, {"BOOTSTRAP", kLogBootstrap}, {"NET", kLogNet},
-    {"SHM", kLogShm},   {"COLL", kLogColl},           {"P2P", kLogP2p},
-    {"GRAPH", kLogGraph}, {"TUNING", kLogTuning},     {"ENV", kLogEnv},
+    {"INIT", kLogInit},   {"BOOTSTRAP", kLogBootstrap}, {"NET", kLogNet},
+    {"SHM", kLogShm},     {"COLL", kLogColl},           {"P2P", kLogP2p},
+    {"GRAPH", kLogGraph}, {"TUNING", kLogTuning},       {"ENV", kLogEnv},
     {"ALL", kLogAll},
 };
 
@@ -128,9 +128,10 @@ Logger::Logger() {
                    path.c_str());
     }
   }
-  if (level_ >= LogLevel::kVersion) {
-    std::string line = strCat(host_, ":", getpid(), " loom version ", LOOM_MAJOR, ".",
-                              LOOM_MINOR, ".", LOOM_PATCH, "\n");
+  // The version line is for those who ask for logs, not for every process of every job.
+  if (level_ >= LogLevel::kVersion && envIsSet(EnvVar::LOOM_DEBUG)) {
+    std::string line = strCat(host_, ":", getpid(), " loom version ", LOOM_MAJOR, ".", LOOM_MINOR,
+                              ".", LOOM_PATCH, "\n");
     (void)!::write(fd_, line.data(), line.size());
   }
 }
@@ -139,8 +140,11 @@ void Logger::write(LogLevel level, uint32_t /*subsys*/, const std::string& messa
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   long tid = static_cast<long>(syscall(SYS_gettid));
-  std::string line = strCat(host_, ":", getpid(), ":", tid, " [", ts.tv_sec % 100000, ".",
-                            ts.tv_nsec / 1000000, "] loom ", levelName(level), " ");
+  char stamp[32];
+  std::snprintf(stamp, sizeof(stamp), "%ld.%06ld", static_cast<long>(ts.tv_sec % 100000),
+                static_cast<long>(ts.tv_nsec / 1000));
+  std::string line =
+      strCat(host_, ":", getpid(), ":", tid, " [", stamp, "] loom ", levelName(level), " ");
   if (!tlsContext.empty()) line += tlsContext + ": ";
   line += message;
   line += '\n';

@@ -65,11 +65,11 @@ class ScopedLogContext {
 
 }  // namespace loom
 
-#define LOOM_LOG(level, subsys, ...)                                          \
-  do {                                                                        \
-    ::loom::Logger& loomLogger_ = ::loom::Logger::instance();                 \
-    if (loomLogger_.enabled(level, subsys))                                   \
-      loomLogger_.write(level, subsys, ::loom::strCat(__VA_ARGS__));          \
+#define LOOM_LOG(level, subsys, ...)                                 \
+  do {                                                               \
+    ::loom::Logger& loomLogger_ = ::loom::Logger::instance();        \
+    if (loomLogger_.enabled(level, subsys))                          \
+      loomLogger_.write(level, subsys, ::loom::strCat(__VA_ARGS__)); \
   } while (0)
 #define LOOM_WARN(subsys, ...) LOOM_LOG(::loom::LogLevel::kWarn, ::loom::subsys, __VA_ARGS__)
 #define LOOM_INFO(subsys, ...) LOOM_LOG(::loom::LogLevel::kInfo, ::loom::subsys, __VA_ARGS__)

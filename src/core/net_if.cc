@@ -66,8 +66,8 @@ std::string describe(const std::vector<NetInterface>& candidates) {
   std::string out;
   for (const NetInterface& c : candidates) {
     if (!out.empty()) out += ", ";
-    out += strCat(c.name, " (", c.address.toString().substr(0, c.address.toString().rfind(':')),
-                  ")");
+    out +=
+        strCat(c.name, " (", c.address.toString().substr(0, c.address.toString().rfind(':')), ")");
   }
   return out.empty() ? "none" : out;
 }
@@ -77,8 +77,10 @@ std::string describe(const std::vector<NetInterface>& candidates) {
 NetInterface chooseInterface(const std::vector<NetInterface>& candidates, const std::string& spec,
                              const std::string& family, const SocketAddress* toward) {
   int wantFamily = AF_UNSPEC;
-  if (family == "AF_INET") wantFamily = AF_INET;
-  else if (family == "AF_INET6") wantFamily = AF_INET6;
+  if (family == "AF_INET")
+    wantFamily = AF_INET;
+  else if (family == "AF_INET6")
+    wantFamily = AF_INET6;
   else
     LOOM_ENFORCE(family.empty(), InvalidArgument, "LOOM_SOCKET_FAMILY='", family,
                  "' must be AF_INET or AF_INET6");
@@ -112,9 +114,10 @@ NetInterface chooseInterface(const std::vector<NetInterface>& candidates, const 
               ": ranks on other hosts cannot reach this one");
     return *c;
   }
-  throw SystemError(strCat("no usable network interface (up, with an IP address); interfaces "
-                           "here: ",
-                           describe(candidates), ". Set LOOM_SOCKET_IFNAME."));
+  throw SystemError(
+      strCat("no usable network interface (up, with an IP address); interfaces "
+             "here: ",
+             describe(candidates), ". Set LOOM_SOCKET_IFNAME."));
 }
 
 NetInterface chooseBootstrapInterface(const SocketAddress* toward) {

@@ -18,8 +18,9 @@ namespace loom {
 
 void throwIfAborted(AbortFlag abort, const char* what) {
   if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
-    throw InvalidUsage(strCat(what, " was interrupted: the communicator was aborted "
-                                    "(loomCommAbort)"));
+    throw InvalidUsage(strCat(what,
+                              " was interrupted: the communicator was aborted "
+                              "(loomCommAbort)"));
   }
 }
 
@@ -160,7 +161,8 @@ Socket Socket::listen(const SocketAddress& address, int backlog) {
   return s;
 }
 
-Socket Socket::connect(const SocketAddress& address, Deadline deadline, AbortFlag abort) {
+Socket Socket::connect(const SocketAddress& address, Deadline deadline, AbortFlag abort,
+                       bool retryRefused) {
   int delayMs = 1;
   for (;;) {
     throwIfAborted(abort, "connect");
@@ -180,11 +182,12 @@ Socket Socket::connect(const SocketAddress& address, Deadline deadline, AbortFla
       return s;
     }
     // Refused or reset: the listener may not be up yet; retry with backoff until the deadline.
-    if (err != ECONNREFUSED && err != ECONNRESET && err != ETIMEDOUT && err != EAGAIN)
+    bool transient = err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EAGAIN;
+    if (!transient || (!retryRefused && err != EAGAIN))
       throwSystemError(strCat("connect to ", address.toString()), err);
     if (deadline.expired())
-      throwSystemError(strCat("connect to ", address.toString(), " kept failing until the deadline"),
-                       err);
+      throwSystemError(
+          strCat("connect to ", address.toString(), " kept failing until the deadline"), err);
     std::this_thread::sleep_for(std::chrono::milliseconds(deadline.pollMs(delayMs)));
     delayMs = delayMs < 100 ? delayMs * 2 : 100;
   }
@@ -215,6 +218,19 @@ SocketAddress Socket::remoteAddress() const {
   a.length = sizeof(a.storage);
   if (getpeername(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.length) != 0) a.length = 0;
   return a;
+}
+
+bool Socket::peerClosed() const {
+  if (fd_ < 0) return true;
+  char byte;
+  ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE));
+}
+
+bool Socket::peerReset() const {
+  char byte;
+  ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == ECONNRESET || errno == EPIPE);
 }
 
 long Socket::recvSome(void* data, size_t size) {
@@ -256,6 +272,7 @@ void sendRecvAll(Socket& out, const void* sendBuf, size_t sendSize, Socket& in, 
   const char* sendPtr = static_cast<const char*>(sendBuf);
   char* recvPtr = static_cast<char*>(recvBuf);
   size_t sent = 0, received = 0;
+  bool watchOut = true;
   while (sent < sendSize || received < recvSize) {
     if (sent < sendSize) sent += out.sendSome(sendPtr + sent, sendSize - sent);
     if (received < recvSize) {
@@ -268,16 +285,28 @@ void sendRecvAll(Socket& out, const void* sendBuf, size_t sendSize, Socket& in, 
     if (sent == sendSize && received == recvSize) break;
     throwIfAborted(abort, "a socket transfer");
     if (deadline.expired())
-      throw TimeoutError(strCat("timed out ", received < recvSize ? "receiving from " : "sending to ",
-                                received < recvSize ? in.peerName() : out.peerName(), " (",
-                                received, "/", recvSize, " bytes received, ", sent, "/", sendSize,
-                                " sent)"));
-    pollfd fds[2];
+      throw TimeoutError(
+          strCat("timed out ", received < recvSize ? "receiving from " : "sending to ",
+                 received < recvSize ? in.peerName() : out.peerName(), " (", received, "/",
+                 recvSize, " bytes received, ", sent, "/", sendSize, " sent)"));
+    // Also watch `out` for a reset. In a ring nothing arrives on it, and a peer that died
+    // without reading what we sent resets the connection; waiting on `in` alone would then
+    // hang until the deadline, because `in` waits on the same dead peer further round the
+    // ring. An orderly close (FIN) is no error: a neighbour that has everything it needs
+    // may finish and close before we do.
+    pollfd fds[3];
     nfds_t count = 0;
     if (sent < sendSize) fds[count++] = {out.fd(), POLLOUT, 0};
     if (received < recvSize) fds[count++] = {in.fd(), POLLIN, 0};
+    const bool watching = watchOut && out.valid() && out.fd() != in.fd();
+    if (watching) fds[count++] = {out.fd(), POLLIN, 0};
     int rc = ::poll(fds, count, deadline.pollMs(kAbortPollMs));
     if (rc < 0 && errno != EINTR) throwSystemError("poll()", errno);
+    if (rc > 0 && watching && fds[count - 1].revents != 0) {
+      if (out.peerReset())
+        throw RemoteError(strCat(out.peerName(), " reset the connection (did it exit or crash?)"));
+      watchOut = false;  // closed in order, or data we do not expect: stop watching
+    }
   }
 }
 

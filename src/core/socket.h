@@ -47,8 +47,11 @@ class Socket {
   // Binds and listens; port 0 picks a free one. SO_REUSEADDR so a fixed LOOM_COMM_ID port can
   // be reused right after a job ends.
   static Socket listen(const SocketAddress& address, int backlog = 1024);
-  // Connects, retrying refused attempts until `deadline` (the peer may not listen yet).
-  static Socket connect(const SocketAddress& address, Deadline deadline, AbortFlag abort);
+  // Connects. With `retryRefused`, a refused attempt is retried until `deadline` (for a peer
+  // that may not listen yet, like a LOOM_COMM_ID root); without, it fails at once (the peer's
+  // listener existed, so a refusal means the peer is gone).
+  static Socket connect(const SocketAddress& address, Deadline deadline, AbortFlag abort,
+                        bool retryRefused);
   // Accepts one pending connection, or returns an invalid Socket when none is pending.
   Socket tryAccept();
 
@@ -68,6 +71,10 @@ class Socket {
   void recvAll(void* data, size_t size, Deadline deadline, AbortFlag abort);
   // Non-blocking: bytes read into data (0 if none ready); -1 when the peer closed the connection.
   long recvSome(void* data, size_t size);
+  // Non-blocking: true when the peer has closed or reset the connection (unread data aside).
+  bool peerClosed() const;
+  // Non-blocking: true only when the peer reset the connection (it died with unread data).
+  bool peerReset() const;
   // Non-blocking: bytes sent (0 if the send buffer is full).
   size_t sendSome(const void* data, size_t size);
 

@@ -118,8 +118,8 @@ UniqueIdContents unpackUniqueId(const loomUniqueId& id) {
     a6->sin6_scope_id = scope;
     c.root.length = sizeof(sockaddr_in6);
   } else {
-    throw InvalidArgument(strCat("the unique id holds an unknown address family ", family,
-                                 "; was it corrupted?"));
+    throw InvalidArgument(
+        strCat("the unique id holds an unknown address family ", family, "; was it corrupted?"));
   }
   LOOM_ENFORCE(port != 0, InvalidArgument, "the unique id holds port 0; was it corrupted?");
   c.root.setPort(port);
