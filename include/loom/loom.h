@@ -114,6 +114,42 @@ typedef struct loomConfig_v1 {
         LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL                               \
   }
 
+/**
+ * Element types of collective buffers. Values match NCCL's ncclDataType_t. Reductions of
+ * 16- and 8-bit floating-point types accumulate in float32 and round to nearest even.
+ */
+typedef enum {
+  loomInt8 = 0,
+  loomChar = 0,
+  loomUint8 = 1,
+  loomInt32 = 2,
+  loomInt = 2,
+  loomUint32 = 3,
+  loomInt64 = 4,
+  loomUint64 = 5,
+  loomFloat16 = 6,
+  loomHalf = 6,
+  loomFloat32 = 7,
+  loomFloat = 7,
+  loomFloat64 = 8,
+  loomDouble = 8,
+  loomBfloat16 = 9,
+  loomFloat8e4m3 = 10,
+  loomFloat8e5m2 = 11,
+  loomNumTypes = 12
+} loomDataType_t;
+
+/** Reduction operations. Values match NCCL's ncclRedOp_t. */
+typedef enum {
+  loomSum = 0,
+  loomProd = 1,
+  loomMax = 2,
+  loomMin = 3,
+  loomAvg = 4, /**< sum / nranks; integer types divide (truncating) after the sum */
+  loomNumOps = 5,
+  loomMaxRedOp = 0x7fffffff
+} loomRedOp_t;
+
 /** Writes LOOM_VERSION_CODE of the library actually loaded into *version. */
 LOOM_API loomResult_t loomGetVersion(int* version);
 
