@@ -111,6 +111,26 @@ TEST(Process, RankKilledAfterRegisteringWithRoot) { killRankDuringInit("stall");
 
 TEST(Process, RankKilledAfterJoiningTheRing) { killRankDuringInit("stall-ring"); }
 
+TEST(Process, HostIdGroupsRanksIntoHosts) {
+  // Five ranks pretending to be on three hosts (LOOM_HOSTID), numbered interleaved.
+  const std::vector<std::string> hostOf{"a", "b", "c", "a", "b"};
+  std::string id = idToHex(makeId());
+  std::vector<RankProcess> ranks;
+  for (int r = 0; r < 5; ++r) {
+    ranks.push_back(spawnRank({"hosts", "5", std::to_string(r), id}, {"LOOM_HOSTID=" + hostOf[r]}));
+  }
+  const std::vector<std::string> expected{"hosts 3 local 0 of 2", "hosts 3 local 0 of 2",
+                                          "hosts 3 local 0 of 1", "hosts 3 local 1 of 2",
+                                          "hosts 3 local 1 of 2"};
+  for (int r = 0; r < 5; ++r) {
+    std::string output;
+    std::optional<int> code = waitRank(ranks[r], kRankTimeoutMs, &output);
+    ASSERT_TRUE(code.has_value()) << output;
+    EXPECT_EQ(*code, 0) << output;
+    EXPECT_NE(output.find(expected[r]), std::string::npos) << "rank " << r << ": " << output;
+  }
+}
+
 TEST(Process, DebugFileNamesHostAndPid) {
   char dirTemplate[] = "/tmp/loom-log-XXXXXX";
   ASSERT_NE(mkdtemp(dirTemplate), nullptr);

@@ -8,6 +8,8 @@
 //   lifecycle       init, check count/rank, split (two colors, reversed keys), nested split,
 //                   NOCOLOR split, finalize and destroy everything
 //   init            init, then finalize and destroy
+//   hosts           init, print "hosts H local L of M" (what the rank exchange found), then
+//                   finalize and destroy
 //   stall           init, but stop for good right after registering with the root (prints
 //                   "stalled"): the test kills this process to simulate a crash
 //   stall-ring      the same, once the bootstrap ring is connected (before the rank exchange)
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "loom/loom.h"
+#include "src/core/comm.h"
 #include "src/core/test_hooks.h"
 #include "tests/test_util.h"
 
@@ -106,6 +109,11 @@ int main(int argc, char** argv) {
   if (scenario == "lifecycle") {
     lifecycle(comm, nranks, rank);
   } else {
+    if (scenario == "hosts") {
+      // Internal view: the C handle is a loom::Comm.
+      auto* c = static_cast<loom::Comm*>(comm);
+      std::printf("hosts %d local %d of %d\n", c->hostCount(), c->localRank(), c->localRanks());
+    }
     check(loomCommFinalize(comm), "loomCommFinalize", comm);
     check(loomCommDestroy(comm), "loomCommDestroy", comm);
   }

@@ -188,7 +188,9 @@ LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* de
 /**
  * Splits `comm` into disjoint communicators: ranks with the same `color` form one, ordered by
  * `key` (ties broken by rank in `comm`). A rank passing LOOM_SPLIT_NOCOLOR gets *newcomm = NULL.
- * Collective over `comm`. config may be NULL, which inherits the parent's options.
+ * Collective over `comm`. config may be NULL, which inherits the parent's options. The split
+ * completes before the call returns even when config->blocking is 0 (the new communicator keeps
+ * that setting for its own later operations).
  */
 LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
                                     loomConfig_t* config);

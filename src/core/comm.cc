@@ -118,6 +118,9 @@ void Comm::exchangeRankInfo() {
       ++localRanks;
     }
   }
+  hostCount_ = static_cast<int>(hosts.size());
+  localRank_ = localRank;
+  localRanks_ = localRanks;
   static std::once_flag envLogged;
   std::call_once(envLogged, logEnvTable);
   LOOM_INFO(

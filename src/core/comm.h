@@ -67,6 +67,10 @@ class Comm : public loomComm {
   int device() const { return options_.device; }
   const CommOptions& options() const { return options_; }
   const std::vector<RankInfo>& rankInfos() const { return rankInfos_; }
+  // From the rank exchange at init: hosts in the job, and this rank among those on its host.
+  int hostCount() const { return hostCount_; }
+  int localRank() const { return localRank_; }
+  int localRanks() const { return localRanks_; }
   loomResult_t asyncError() const { return state_.load(); }
   // Throws InvalidUsage unless init finished successfully and finalize was not called.
   void requireReady(const char* operation) const;
@@ -91,6 +95,9 @@ class Comm : public loomComm {
   std::thread worker_;  // a non-blocking init
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<RankInfo> rankInfos_;
+  int hostCount_ = 0;
+  int localRank_ = 0;
+  int localRanks_ = 0;
   std::mutex lastErrorMutex_;
   std::string lastError_;
   std::string lastErrorCopy_;  // what lastError() returned, stable until the next call
