@@ -106,7 +106,7 @@ void AuthListener::progress(Pending& p, bool& finished) {
       why = strCat("it speaks bootstrap version ", version, ", this loom ", kWireVersion);
     } else if (!secretsEqual(p.hello.secret, secret_)) {
       why = "it did not prove the job's secret";
-    } else if (kind < 1 || kind > 3) {
+    } else if (kind < 1 || kind > 4) {
       why = strCat("unknown connection kind ", kind);
     } else if (p.hello.payloadBytes > kMaxBootstrapPayload) {
       why = strCat("it announced ", p.hello.payloadBytes, " bytes, more than the ",

@@ -21,6 +21,7 @@ enum class HelloKind : uint16_t {
   kRegister = 1,  // rank -> root: "I am rank r of n; my listener is at ..."
   kRing = 2,      // rank -> next rank in the bootstrap ring, kept open for collectives
   kMessage = 3,   // rank -> rank: one tagged message, then the connection closes
+  kData = 4,      // rank -> rank: a data connection of a transport, matched by tag, kept open
 };
 
 struct Hello {

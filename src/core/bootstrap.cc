@@ -157,3 +157,23 @@ void Bootstrap::recv(int peer, uint32_t tag, void* data, size_t size) {
 }
 
 }  // namespace loom
+
+namespace loom {
+
+Socket Bootstrap::connectData(int peer, uint32_t tag) {
+  Deadline dl = deadline();
+  Socket s = connectPeer(peer, dl);
+  Hello hello{HelloKind::kData, options_.secret, options_.rank, options_.nranks, tag, 0};
+  sendHello(s, hello, nullptr, dl, options_.abort);
+  return s;
+}
+
+Socket Bootstrap::acceptData(int peer, uint32_t tag) {
+  IncomingConnection c = listener_->waitFor(
+      [&](const Hello& h) { return h.kind == HelloKind::kData && h.rank == peer && h.tag == tag; },
+      deadline(), options_.abort, strCat("a data connection from rank ", peer, " (tag ", tag, ")"));
+  c.socket.setPeerName(strCat("rank ", peer));
+  return std::move(c.socket);
+}
+
+}  // namespace loom

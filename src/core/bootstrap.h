@@ -49,6 +49,12 @@ class Bootstrap {
   // One message to/from `peer`, matched by tag; recv checks the size.
   void send(int peer, uint32_t tag, const void* data, size_t size);
   void recv(int peer, uint32_t tag, void* data, size_t size);
+  // A long-lived authenticated TCP connection to/from `peer` for a transport, matched by tag
+  // (the socket transport's data streams). Both return a non-blocking, connected socket.
+  Socket connectData(int peer, uint32_t tag);
+  Socket acceptData(int peer, uint32_t tag);
+  AbortFlag abortFlag() const { return options_.abort; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
 
  private:
   Bootstrap(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,

@@ -67,6 +67,8 @@ class Comm : public loomComm {
   int device() const { return options_.device; }
   const CommOptions& options() const { return options_; }
   const std::vector<RankInfo>& rankInfos() const { return rankInfos_; }
+  // The bootstrap network, for transport setup. Callers hold the communicator's operation.
+  Bootstrap& bootstrap() { return *bootstrap_; }
   // From the rank exchange at init: hosts in the job, and this rank among those on its host.
   int hostCount() const { return hostCount_; }
   int localRank() const { return localRank_; }

@@ -1,0 +1,69 @@
+// The transport interface: how bytes of one direction of one (peer, channel) connection move.
+//
+// How it works. Every connection, whatever carries it, looks the same to the primitives: a ring
+// of kSlots slots of slotBytes each, with two counters (DESIGN.md: step-based flow control,
+// identical for every transport).
+//   - The sender asks for a free slot (tryAcquire), fills it (possibly by a fused reduceCopy
+//     writing straight into it), and posts it with its byte count: tail += 1.
+//   - The receiver asks for the next full slot (tryReceive), consumes it (again possibly by a
+//     fused reduceCopy reading straight from it), and releases it: head += 1.
+//   - A slot is free for the sender while tail - head < kSlots.
+// shm keeps the slot ring in memory both processes map, so posting is a store and there is no
+// copy beyond the one reduceCopy does. socket keeps one ring on each side and moves posted
+// slots over TCP in progress() (called by the executor while it waits), so the primitives
+// never learn which transport they use. Nothing here blocks: waiting belongs to the executor,
+// which owns deadlines, abort checks and the spin/yield/sleep policy.
+//
+// Connection setup goes through the communicator's bootstrap, in three phases per batch so no
+// rank waits on a peer that is itself waiting (connectAll in registry.h):
+//   1. every receiver creates its side and sends a ConnectBlob to the sender;
+//   2. every sender receives the blob, attaches, and sends an acknowledgement blob back;
+//   3. every receiver receives the acknowledgement and finishes (shm unlinks its segment here,
+//      so a crash from then on leaves nothing in /dev/shm).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loom::transport {
+
+// Slots in flight per connection: enough to pipeline a reduceCopy with the transfer of the
+// previous steps without letting a slow receiver pin much memory.
+inline constexpr int kSlots = 8;
+
+// Fixed-size opaque setup message (bootstrap messages have exact sizes).
+struct ConnectBlob {
+  uint8_t bytes[256] = {};
+};
+
+class SendConnection {
+ public:
+  virtual ~SendConnection() = default;
+  // The next slot to fill (slotBytes() bytes), or nullptr while all kSlots are in flight.
+  virtual void* tryAcquire() = 0;
+  // Publishes the slot returned by the last tryAcquire with `bytes` (<= slotBytes()) of data.
+  virtual void post(size_t bytes) = 0;
+  // Moves posted data toward the peer without blocking; true if anything moved. Throws
+  // RemoteError when the peer is gone.
+  virtual bool progress() = 0;
+  // True when every posted slot has left this side (its memory may be reused or freed).
+  virtual bool drained() const = 0;
+  virtual size_t slotBytes() const = 0;
+};
+
+class RecvConnection {
+ public:
+  virtual ~RecvConnection() = default;
+  // The next full slot and its byte count, or nullptr while none has arrived.
+  virtual const void* tryReceive(size_t* bytes) = 0;
+  // Returns the slot from the last tryReceive to the sender.
+  virtual void release() = 0;
+  // Moves arriving data into slots without blocking; true if anything moved. Throws
+  // RemoteError when the peer is gone.
+  virtual bool progress() = 0;
+  virtual size_t slotBytes() const = 0;
+};
+
+}  // namespace loom::transport
