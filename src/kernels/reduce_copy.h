@@ -1,0 +1,130 @@
+// reduceCopy<T, Op>: N sources -> M destinations in one pass, the primitive under every
+// reduce/copy step of every collective (a copy is a Sum with one source).
+//
+// What one output element is, on every path (CPU of any ISA, CUDA):
+//   acc = pre_0(src[0][i]);  acc = op(acc, pre_s(src[s][i])) for s = 1..nsrc-1 in order;
+//   if (postOp) acc = op.postOp(acc);  dst[d][i] = round(acc) for every d
+// where pre_s is op.preOp when bit s of preOpOnSource is set and identity otherwise.
+// reduceCopyElement spells this out per element (the CUDA kernel uses it as is); the CPU
+// version below computes exactly the same, a tile at a time, so that the compiler vectorises
+// each step. Same operations in the same order, so the bits agree across all paths.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/kernels/reduce_copy_args.h"
+#include "src/kernels/reduce_ops.h"
+
+namespace loom {
+inline namespace LOOM_ISA_NAMESPACE {
+
+template <typename T, typename Op>
+LOOM_HOST_DEVICE LOOM_INLINE typename Op::Acc reduceSource(const Op& op, const ReduceCopyArgs& args,
+                                                           int s, size_t i) {
+  typename Op::Acc x = toAcc(static_cast<const T*>(args.src[s])[i]);
+  if constexpr (Op::kHasPreOp) {
+    if ((args.preOpOnSource >> s) & 1u) x = op.preOp(x);
+  }
+  return x;
+}
+
+// One output element; pointers must be element-aligned (the CPU loop below has no such rule).
+template <typename T, typename Op>
+LOOM_HOST_DEVICE LOOM_INLINE T reduceCopyElement(const Op& op, const ReduceCopyArgs& args,
+                                                 size_t i) {
+  typename Op::Acc acc = reduceSource<T>(op, args, 0, i);
+  for (int s = 1; s < args.nsrc; ++s) acc = op(acc, reduceSource<T>(op, args, s, i));
+  if constexpr (Op::kHasPostOp) {
+    if (args.postOp) acc = op.postOp(acc);
+  }
+  return fromAcc<T>(acc);
+}
+
+}  // namespace LOOM_ISA_NAMESPACE
+}  // namespace loom
+
+#if !defined(__CUDACC__)
+#include "src/kernels/reduce_copy_isa.h"
+#include "src/kernels/tile_convert.h"
+
+namespace loom {
+inline namespace LOOM_ISA_NAMESPACE {
+
+// Elements per tile: the accumulators of one tile (<= 4 KiB) stay in L1 while every source
+// is folded in, so each source byte is read from memory once and each output written once.
+inline constexpr size_t kReduceTile = 512;
+
+// acc[j] = op(acc[j], pre(src[j])) over one tile.
+template <typename T, typename Op, bool kPre>
+LOOM_INLINE void accumulateTile(const Op& op, const unsigned char* src, AccT<T>* acc,
+                                AccT<T>* scratch, size_t n) {
+  if constexpr (kHasTileConvert<T>) {
+    loadTile<T>(src, scratch, n);
+    for (size_t j = 0; j < n; ++j) acc[j] = op(acc[j], kPre ? op.preOp(scratch[j]) : scratch[j]);
+  } else {
+    for (size_t j = 0; j < n; ++j) {
+      const AccT<T> x = toAcc(loadAt<T>(src, j));
+      acc[j] = op(acc[j], kPre ? op.preOp(x) : x);
+    }
+  }
+}
+
+// The CPU primitive. Arguments are validated by the dispatcher (reduce_copy.cc): this code
+// runs in per-ISA files and must not call anything that could be emitted out of line.
+template <typename T, typename Op>
+void reduceCopy(const ReduceCopyArgs& args) {
+  using Acc = AccT<T>;
+  const Op op(args.scalar);
+  alignas(64) Acc acc[kReduceTile];
+  alignas(64) Acc scratch[kHasTileConvert<T> ? kReduceTile : 1];
+  for (size_t base = 0; base < args.count; base += kReduceTile) {
+    const size_t n = args.count - base < kReduceTile ? args.count - base : kReduceTile;
+    const size_t offset = base * sizeof(T);
+    loadTile<T>(static_cast<const unsigned char*>(args.src[0]) + offset, acc, n);
+    if constexpr (Op::kHasPreOp) {
+      if (args.preOpOnSource & 1u) {
+        for (size_t j = 0; j < n; ++j) acc[j] = op.preOp(acc[j]);
+      }
+    }
+    for (int s = 1; s < args.nsrc; ++s) {
+      const unsigned char* src = static_cast<const unsigned char*>(args.src[s]) + offset;
+      if (Op::kHasPreOp && ((args.preOpOnSource >> s) & 1u)) {
+        accumulateTile<T, Op, Op::kHasPreOp>(op, src, acc, scratch, n);
+      } else {
+        accumulateTile<T, Op, false>(op, src, acc, scratch, n);
+      }
+    }
+    if constexpr (Op::kHasPostOp) {
+      if (args.postOp) {
+        for (size_t j = 0; j < n; ++j) acc[j] = op.postOp(acc[j]);
+      }
+    }
+    // Every source of this tile has been read, so a destination equal to a source is safe.
+    unsigned char* dst0 = static_cast<unsigned char*>(args.dst[0]) + offset;
+    storeTile<T>(acc, dst0, n);
+    for (int d = 1; d < args.ndst; ++d) {
+      unsigned char* dst = static_cast<unsigned char*>(args.dst[d]) + offset;
+      if (dst != dst0) memcpy(dst, dst0, n * sizeof(T));
+    }
+  }
+}
+
+template <typename T>
+constexpr void fillReduceCopyRow(ReduceCopyFn (&row)[kNumReduceOps]) {
+#define LOOM_REDUCE_OP(kind, Func, name) \
+  row[static_cast<int>(ReduceOpKind::kind)] = &reduceCopy<T, Func<T>>;
+#include "src/kernels/reduce_op_table.def"
+}
+
+// Every type x op of this ISA; evaluated at compile time by each reduce_copy_<isa>.cc.
+constexpr ReduceCopyTable makeReduceCopyTable() {
+  ReduceCopyTable table{};
+#define LOOM_DATATYPE(e, Type, name) fillReduceCopyRow<Type>(table.fn[e]);
+#include "src/kernels/datatype_table.def"
+  return table;
+}
+
+}  // namespace LOOM_ISA_NAMESPACE
+}  // namespace loom
+#endif  // !__CUDACC__

@@ -1,0 +1,52 @@
+// The arguments of reduceCopy, the fused primitive behind every step of a collective:
+// read `count` elements from each of `nsrc` sources, reduce them element by element (sources
+// in index order), and write the result to each of `ndst` destinations, in one pass.
+//
+// Plain data only, outside the per-ISA namespace (host_device.h): the dispatcher builds it and
+// the CPU variants and CUDA kernels of every ISA read the same layout. C++17-clean for nvcc.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace loom {
+
+// Sources: a ring step reduces its own input with at most a few peers' data; a tree node
+// with its children. Destinations: the local output plus the next peers' receive slots.
+inline constexpr int kMaxSources = 8;
+inline constexpr int kMaxDests = 4;
+
+// Internal reduction kinds (reduce_op_table.def). loomAvg maps onto kPreMulSum with 1/n for
+// floating-point types and onto kSumPostDiv with n for integer types (see reduceOpKindFor).
+enum class ReduceOpKind : int {
+#define LOOM_REDUCE_OP(kind, Func, name) kind,
+#include "src/kernels/reduce_op_table.def"
+  kCount
+};
+inline constexpr int kNumReduceOps = static_cast<int>(ReduceOpKind::kCount);
+
+// The op's scalar: the PreMulSum factor or the SumPostDiv divisor. Floating-point types read
+// `f`, converted once to the accumulator type (float for 16- and 8-bit floats); integer types
+// read `i` (a PreMulSum factor wraps to the element type; a divisor must be >= 1).
+struct ReduceScalar {
+  double f = 1.0;
+  int64_t i = 1;
+};
+
+struct ReduceCopyArgs {
+  int nsrc = 0;  // 1..kMaxSources
+  int ndst = 0;  // 1..kMaxDests
+  // Any byte alignment on the CPU (element alignment on CUDA). A destination may be exactly
+  // a source (in place) but must not partially overlap any source or other destination.
+  const void* src[kMaxSources] = {};
+  void* dst[kMaxDests] = {};
+  size_t count = 0;  // elements; 0 does nothing
+  ReduceScalar scalar;
+  // Bit s set: apply the op's pre-op (PreMulSum's multiply) to src[s]. In a ring AllReduce
+  // only the local input is pre-multiplied; data from a peer already was.
+  uint32_t preOpOnSource = 0;
+  // Apply the op's post-op (SumPostDiv's divide) to the result: only the final step does.
+  bool postOp = false;
+};
+
+}  // namespace loom

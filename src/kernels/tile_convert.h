@@ -1,0 +1,100 @@
+// CPU only: moving a tile of elements between memory (any alignment) and an accumulator
+// array. The generic versions are plain loops that compilers vectorise; where the file is
+// built with F16C or AVX-512, Float16 uses the hardware conversions, which round to nearest
+// even exactly like HalfFormat::fromFloat (the tests compare all three on every ISA).
+#pragma once
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "src/kernels/reduce_ops.h"
+
+namespace loom {
+inline namespace LOOM_ISA_NAMESPACE {
+
+// memcpy compiles to a single (unaligned) load or store and keeps misaligned buffers free of
+// undefined behaviour.
+template <typename T>
+LOOM_INLINE T loadAt(const unsigned char* p, size_t j) {
+  T v;
+  memcpy(&v, p + j * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <typename T>
+LOOM_INLINE void storeAt(unsigned char* p, size_t j, T v) {
+  memcpy(p + j * sizeof(T), &v, sizeof(T));
+}
+
+// Whether loadTile/storeTile have a hardware path for T here; the reduce loop then converts a
+// whole tile first instead of converting element by element inside the reduction.
+template <typename T>
+inline constexpr bool kHasTileConvert = false;
+
+template <typename T>
+LOOM_INLINE void loadTileScalar(const unsigned char* p, AccT<T>* out, size_t n) {
+  for (size_t j = 0; j < n; ++j) out[j] = toAcc(loadAt<T>(p, j));
+}
+
+template <typename T>
+LOOM_INLINE void storeTileScalar(const AccT<T>* in, unsigned char* p, size_t n) {
+  for (size_t j = 0; j < n; ++j) storeAt<T>(p, j, fromAcc<T>(in[j]));
+}
+
+template <typename T>
+LOOM_INLINE void loadTile(const unsigned char* p, AccT<T>* out, size_t n) {
+  loadTileScalar<T>(p, out, n);
+}
+
+template <typename T>
+LOOM_INLINE void storeTile(const AccT<T>* in, unsigned char* p, size_t n) {
+  storeTileScalar<T>(in, p, n);
+}
+
+#if defined(__F16C__) || defined(__AVX512F__)
+template <>
+inline constexpr bool kHasTileConvert<Float16> = true;
+
+template <>
+LOOM_INLINE void loadTile<Float16>(const unsigned char* p, float* out, size_t n) {
+  size_t j = 0;
+#if defined(__AVX512F__)
+  for (; j + 16 <= n; j += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * j));
+    // maskz: the unmasked form trips GCC 12's -Wmaybe-uninitialized in its own header.
+    _mm512_storeu_ps(out + j, _mm512_maskz_cvtph_ps(0xffff, h));
+  }
+#else
+  for (; j + 8 <= n; j += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * j));
+    _mm256_storeu_ps(out + j, _mm256_cvtph_ps(h));
+  }
+#endif
+  loadTileScalar<Float16>(p + 2 * j, out + j, n - j);
+}
+
+template <>
+LOOM_INLINE void storeTile<Float16>(const float* in, unsigned char* p, size_t n) {
+  size_t j = 0;
+#if defined(__AVX512F__)
+  for (; j + 16 <= n; j += 16) {
+    const __m256i h = _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(in + j),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 2 * j), h);
+  }
+#else
+  for (; j + 8 <= n; j += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 2 * j), h);
+  }
+#endif
+  storeTileScalar<Float16>(in + j, p + 2 * j, n - j);
+}
+#endif
+
+}  // namespace LOOM_ISA_NAMESPACE
+}  // namespace loom
