@@ -44,7 +44,9 @@ class SendConnection {
   // The next slot to fill (slotBytes() bytes), or nullptr while all kSlots are in flight.
   virtual void* tryAcquire() = 0;
   // Publishes the slot returned by the last tryAcquire with `bytes` (<= slotBytes()) of data.
-  virtual void post(size_t bytes) = 0;
+  // `tag` travels with the slot untouched: the executor stamps each slot with a signature of
+  // the call, so ranks that disagree about it are caught instead of mixing data.
+  virtual void post(size_t bytes, uint32_t tag = 0) = 0;
   // Moves posted data toward the peer without blocking; true if anything moved. Throws
   // RemoteError when the peer is gone.
   virtual bool progress() = 0;
@@ -56,8 +58,9 @@ class SendConnection {
 class RecvConnection {
  public:
   virtual ~RecvConnection() = default;
-  // The next full slot and its byte count, or nullptr while none has arrived.
-  virtual const void* tryReceive(size_t* bytes) = 0;
+  // The next full slot, its byte count and its tag (when `tag` is not null), or nullptr while
+  // none has arrived.
+  virtual const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) = 0;
   // Returns the slot from the last tryReceive to the sender.
   virtual void release() = 0;
   // Moves arriving data into slots without blocking; true if anything moved. Throws

@@ -1,0 +1,316 @@
+// Transport selection, connectAll's checks and error forwarding, the shared-memory segment's
+// life cycle and its /dev/shm-too-small error, and dead peers between threads.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "src/core/comm.h"
+#include "src/core/error.h"
+#include "tests/test_util.h"
+#include "tests/transports/transport_test_util.h"
+#include "transports/registry.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/tags.h"
+
+namespace loom::transport::test {
+namespace {
+
+using loom::test::ScopedEnv;
+// EXPECT_PRED2 prints both strings when the check fails.
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+RankInfo rankOn(int rank, uint64_t host) {
+  RankInfo info;
+  info.rank = rank;
+  info.hostHash = host;
+  return info;
+}
+
+std::string selectionError(const RankInfo& a, const RankInfo& b) {
+  try {
+    selectTransport(a, b);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TransportSelection, PrefersShmOnOneHostAndSocketBetweenHosts) {
+  ScopedEnv transport("LOOM_TRANSPORT", "");
+  ScopedEnv shmDisable("LOOM_SHM_DISABLE", "0");
+  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "shm");
+  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 8)).name(), "socket");
+}
+
+TEST(TransportSelection, ShmDisableFallsBackToSocket) {
+  ScopedEnv transport("LOOM_TRANSPORT", "");
+  ScopedEnv shmDisable("LOOM_SHM_DISABLE", "1");
+  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "socket");
+}
+
+TEST(TransportSelection, ForcedTransportWins) {
+  ScopedEnv shmDisable("LOOM_SHM_DISABLE", "0");
+  {
+    ScopedEnv transport("LOOM_TRANSPORT", "socket");
+    EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "socket");
+  }
+  ScopedEnv transport("LOOM_TRANSPORT", "shm");
+  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "shm");
+}
+
+TEST(TransportSelection, ForcedShmBetweenHostsSaysWhy) {
+  ScopedEnv transport("LOOM_TRANSPORT", "shm");
+  ScopedEnv shmDisable("LOOM_SHM_DISABLE", "0");
+  std::string error = selectionError(rankOn(0, 7), rankOn(3, 8));
+  EXPECT_PRED2(contains, error, "LOOM_TRANSPORT=shm cannot connect rank 0 and rank 3");
+  EXPECT_PRED2(contains, error, "different hosts");
+  EXPECT_PRED2(contains, error, "socket");  // the remedy
+}
+
+TEST(TransportSelection, ForcedShmWithShmDisabledIsRefused) {
+  ScopedEnv transport("LOOM_TRANSPORT", "shm");
+  ScopedEnv shmDisable("LOOM_SHM_DISABLE", "1");
+  EXPECT_PRED2(contains, selectionError(rankOn(0, 7), rankOn(1, 7)), "LOOM_SHM_DISABLE=1");
+}
+
+TEST(TransportSelection, UnknownTransportNamesTheChoices) {
+  ScopedEnv transport("LOOM_TRANSPORT", "carrier-pigeon");
+  std::string error = selectionError(rankOn(0, 7), rankOn(1, 7));
+  EXPECT_PRED2(contains, error, "LOOM_TRANSPORT=carrier-pigeon is not a transport");
+  EXPECT_PRED2(contains, error, "shm, socket");
+}
+
+// ---- connectAll on two ranks as threads -----------------------------------------------------
+
+class TwoRanks : public ::testing::Test {
+ protected:
+  void SetUp() override { comms_ = loom::test::initThreads(2, loom::test::makeId()); }
+  void TearDown() override { loom::test::finalizeAndDestroy(comms_); }
+  Comm& comm(int r) { return *static_cast<Comm*>(comms_[r]); }
+
+  // Rank 0 sends to rank 1 on channel 0; returns each rank's error ("" if none).
+  std::vector<std::string> connectOneWay() {
+    std::vector<std::string> errors(2);
+    loom::test::runThreads(2, [&](int r) {
+      try {
+        Connections c = connectAll(comm(r), {{1 - r, 0, r == 0}}, 5);
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+    return errors;
+  }
+
+  ScopedEnv timeout_{"LOOM_TIMEOUT", "60"};
+  std::vector<loomComm_t> comms_;
+};
+
+TEST_F(TwoRanks, BadRequestsAreInvalidArguments) {
+  auto expectInvalid = [&](std::vector<ConnectionRequest> requests, uint32_t batch,
+                           const char* what) {
+    try {
+      connectAll(comm(0), requests, batch);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const InvalidArgument& e) {
+      EXPECT_PRED2(contains, e.what(), what);
+    }
+  };
+  expectInvalid({{0, 0, true}}, 1, "another rank");
+  expectInvalid({{2, 0, true}}, 1, "another rank");
+  expectInvalid({{1, 0, true}, {1, 0, true}}, 1, "duplicate");
+  expectInvalid({{1, kMaxChannels, true}}, 1, "channel");
+  expectInvalid({{1, 0, true}}, kMaxBatchTag + 1, "batch tag");
+}
+
+// The receiver fails in phase 1 (here: /dev/shm "too small"); it tells the sender, which fails
+// at once with the receiver's reason instead of waiting for its deadline.
+TEST_F(TwoRanks, ShmTooSmallIsReportedOnBothSides) {
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs("/dev/shm", &fs), 0);
+  if (fs.f_blocks == 0) GTEST_SKIP() << "/dev/shm has no size limit to exceed";
+  ScopedEnv transport("LOOM_TRANSPORT", "shm");
+  // More than the whole of /dev/shm: posix_fallocate fails with ENOSPC before it allocates.
+  shm::testing::setFallocateBytesOverride(uint64_t{fs.f_blocks} * fs.f_frsize + (1ull << 30));
+  std::vector<std::string> errors = connectOneWay();
+  shm::testing::setFallocateBytesOverride(0);
+  for (const std::string& error : errors) {
+    EXPECT_PRED2(contains, error, "/dev/shm");
+    EXPECT_PRED2(contains, error, "mount -o remount,size=");
+    EXPECT_PRED2(contains, error, "--shm-size");
+    EXPECT_PRED2(contains, error, "LOOM_SHM_DISABLE=1");
+  }
+  EXPECT_PRED2(contains, errors[0], "rank 1 failed to set up its side of rank 0 -> rank 1");
+  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
+}
+
+TEST_F(TwoRanks, BadSocketSettingsAreInvalidArguments) {
+  ScopedEnv transport("LOOM_TRANSPORT", "socket");
+  {
+    ScopedEnv streams("LOOM_SOCKET_NSTREAMS", "0");
+    std::vector<std::string> errors = connectOneWay();
+    EXPECT_PRED2(contains, errors[1], "LOOM_SOCKET_NSTREAMS=0 is out of range");
+    EXPECT_PRED2(contains, errors[0], "LOOM_SOCKET_NSTREAMS=0 is out of range");
+  }
+  ScopedEnv buffsize("LOOM_BUFFSIZE", "-1");
+  EXPECT_PRED2(contains, connectOneWay()[1], "LOOM_BUFFSIZE=-1 is out of range");
+}
+
+// Batches one after the other: a rank that is a batch ahead never takes the other's messages
+// (each batch has its own tags), and both batches carry data.
+TEST_F(TwoRanks, ConsecutiveBatchesDoNotMix) {
+  ScopedEnv transport("LOOM_TRANSPORT", "socket");
+  ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
+  std::vector<std::string> errors(2);
+  loom::test::runThreads(2, [&](int r) {
+    try {
+      std::vector<ConnectionRequest> requests = ringRequests(comm(r), 1);
+      Connections a = connectAll(comm(r), requests, 8);
+      Connections b = connectAll(comm(r), requests, 9);
+      errors[r] = exchange(comm(r), requests, a, 50) + exchange(comm(r), requests, b, 50);
+    } catch (const Error& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+// socket: a peer that goes away (here it destroys its connections) makes progress() throw a
+// RemoteError naming it, on the receiving and on the sending side, instead of hanging.
+TEST_F(TwoRanks, SocketPeerGoneIsRemoteError) {
+  ScopedEnv transport("LOOM_TRANSPORT", "socket");
+  ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
+  std::atomic<bool> gone{false};
+  std::vector<std::string> errors(2);
+  std::string recvError, sendError;
+  loom::test::runThreads(2, [&](int r) {
+    try {
+      Connections c = connectAll(comm(r), ringRequests(comm(r), 1), 2);
+      if (r == 1) {
+        c = Connections{};
+        gone = true;
+        return;
+      }
+      while (!gone) std::this_thread::yield();
+      auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (recvError.empty() && std::chrono::steady_clock::now() < end) {
+        try {
+          c.recvs[0]->progress();
+        } catch (const RemoteError& e) {
+          recvError = e.what();
+        }
+      }
+      while (sendError.empty() && std::chrono::steady_clock::now() < end) {
+        try {
+          if (c.sends[0]->tryAcquire() != nullptr) c.sends[0]->post(c.sends[0]->slotBytes());
+          c.sends[0]->progress();
+        } catch (const RemoteError& e) {
+          sendError = e.what();
+        }
+      }
+    } catch (const Error& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_PRED2(contains, recvError, "rank 1 closed the connection");
+  EXPECT_PRED2(contains, sendError, "rank 1");
+}
+
+// shm: the ring cannot see a dead peer (shm_transport.h), but what a sender posted before it
+// went away stays readable: the receiver's mapping keeps the memory.
+TEST_F(TwoRanks, ShmDataOutlivesTheSender) {
+  ScopedEnv transport("LOOM_TRANSPORT", "shm");
+  ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
+  std::vector<Connections> conns(2);
+  loom::test::runThreads(2, [&](int r) {
+    conns[r] = connectAll(comm(r), {{1 - r, 0, r == 0}}, 4);
+  });
+  ASSERT_EQ(conns[0].sends.size(), 1u);
+  ASSERT_EQ(conns[1].recvs.size(), 1u);
+  SendConnection& send = *conns[0].sends[0];
+  for (int step = 0; step < kSlots; ++step) {
+    void* slot = send.tryAcquire();
+    ASSERT_NE(slot, nullptr);
+    size_t n = stepBytes(send.slotBytes(), 0, 0, step);
+    fillStep(slot, n, 0, 0, step);
+    send.post(n);
+  }
+  conns[0] = Connections{};
+  RecvConnection& recv = *conns[1].recvs[0];
+  for (int step = 0; step < kSlots; ++step) {
+    size_t bytes = 0;
+    const void* data = recv.tryReceive(&bytes);
+    ASSERT_NE(data, nullptr);
+    ASSERT_EQ(bytes, stepBytes(recv.slotBytes(), 0, 0, step));
+    EXPECT_EQ(checkStep(data, bytes, 0, 0, step), "");
+    recv.release();
+  }
+  size_t bytes = 0;
+  EXPECT_EQ(recv.tryReceive(&bytes), nullptr);
+}
+
+// ---- The shared-memory segment ------------------------------------------------------------
+
+TEST(ShmSegment, PrivateNameRemovedByEitherSide) {
+  shm::ShmSegment created = shm::ShmSegment::create(3 * 4096);
+  ASSERT_EQ(shmSegmentsOf(getpid()).size(), 1u);
+  struct stat st {};
+  ASSERT_EQ(stat(("/dev/shm" + created.name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  shm::ShmSegment attached = shm::ShmSegment::attach(created.name(), 3 * 4096);
+  static_cast<char*>(created.data())[5000] = 42;
+  EXPECT_EQ(static_cast<char*>(attached.data())[5000], 42);  // one memory, two mappings
+  attached.unlink();
+  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
+  created.unlink();  // already gone: fine
+  shm::ShmSegment other = shm::ShmSegment::create(4096);
+  EXPECT_NE(other.name(), created.name());
+}
+
+TEST(ShmSegment, DestructorRemovesTheName) {
+  { shm::ShmSegment s = shm::ShmSegment::create(4096); }
+  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
+}
+
+TEST(ShmSegment, AttachToMissingSegmentSaysWhatToCheck) {
+  try {
+    shm::ShmSegment::attach("/loom-0-doesnotexist", 4096);
+    ADD_FAILURE() << "attached to a missing segment";
+  } catch (const SystemError& e) {
+    EXPECT_PRED2(contains, e.what(), "LOOM_SHM_DISABLE=1");
+  }
+}
+
+TEST(ShmSegment, TooSmallDevShmNamesTheRemedy) {
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs("/dev/shm", &fs), 0);
+  if (fs.f_blocks == 0) GTEST_SKIP() << "/dev/shm has no size limit to exceed";
+  const uint64_t tooMuch = uint64_t{fs.f_blocks} * fs.f_frsize + (1ull << 30);
+  shm::testing::setFallocateBytesOverride(tooMuch);
+  std::string error;
+  try {
+    shm::ShmSegment::create(4096);
+  } catch (const SystemError& e) {
+    error = e.what();
+  }
+  shm::testing::setFallocateBytesOverride(0);
+  EXPECT_PRED2(contains, error, strCat("cannot reserve ", tooMuch, " bytes"));
+  EXPECT_PRED2(contains, error, "in /dev/shm");
+  EXPECT_PRED2(contains, error, "mount -o remount,size=<bytes> /dev/shm");
+  EXPECT_PRED2(contains, error, "docker run --shm-size");
+  EXPECT_PRED2(contains, error, "LOOM_BUFFSIZE");
+  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
+}
+
+}  // namespace
+}  // namespace loom::transport::test

@@ -1,0 +1,219 @@
+#include "transports/registry.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <tuple>
+
+#include "src/core/env.h"
+#include "src/core/error.h"
+#include "src/core/logging.h"
+#include "transports/shm/shm_transport.h"
+#include "transports/socket/socket_transport.h"
+#include "transports/tags.h"
+
+namespace loom::transport {
+namespace {
+
+constexpr uint32_t kEnvelopeMagic = 0x4c4d5445;  // "LMTE"
+
+// One bootstrap message of connection setup.
+struct SetupEnvelope {
+  uint32_t magic = kEnvelopeMagic;
+  int32_t status = loomSuccess;  // else the loomResult_t of the sender's failure
+  char transport[16] = {};
+  ConnectBlob blob;       // the transport's blob
+  char error[1024] = {};  // what failed, when status says so
+};
+
+SetupEnvelope okEnvelope(const Transport& t, const ConnectBlob& blob) {
+  SetupEnvelope e;
+  std::strncpy(e.transport, t.name(), sizeof(e.transport) - 1);
+  e.blob = blob;
+  return e;
+}
+
+SetupEnvelope errorEnvelope(const Error& error) {
+  SetupEnvelope e;
+  e.status = error.code();
+  std::strncpy(e.error, error.what(), sizeof(e.error) - 1);
+  return e;
+}
+
+std::string linkText(int sender, int receiver, int channel) {
+  return strCat("rank ", sender, " -> rank ", receiver, " channel ", channel);
+}
+
+// Receives the envelope of `kind` from `peer`; throws the peer's failure as a RemoteError.
+SetupEnvelope receiveEnvelope(Comm& comm, const ConnectionRequest& r, uint32_t batchTag,
+                              SetupMessage kind) {
+  SetupEnvelope e;
+  comm.bootstrap().recv(r.peer, messageTag(batchTag, r.channel, kind), &e, sizeof(e));
+  const std::string link =
+      r.send ? linkText(comm.rank(), r.peer, r.channel) : linkText(r.peer, comm.rank(), r.channel);
+  LOOM_ENFORCE(e.magic == kEnvelopeMagic, RemoteError, "rank ", r.peer,
+               " sent a malformed transport setup message for ", link);
+  e.transport[sizeof(e.transport) - 1] = '\0';
+  e.error[sizeof(e.error) - 1] = '\0';
+  LOOM_ENFORCE(e.status == loomSuccess, RemoteError, "rank ", r.peer,
+               " failed to set up its side of ", link, ": ", e.error);
+  return e;
+}
+
+void validate(const Comm& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag) {
+  std::set<std::tuple<int, int, bool>> seen;
+  for (const ConnectionRequest& r : requests) {
+    LOOM_ENFORCE(r.peer >= 0 && r.peer < comm.nranks() && r.peer != comm.rank(), InvalidArgument,
+                 "connection request to rank ", r.peer, " from rank ", comm.rank(), " of ",
+                 comm.nranks(), ": the peer must be another rank of the communicator");
+    checkTagFields(batchTag, r.channel);
+    LOOM_ENFORCE(seen.insert({r.peer, r.channel, r.send}).second, InvalidArgument,
+                 "duplicate connection request: ", r.send ? "send to" : "receive from", " rank ",
+                 r.peer, " on channel ", r.channel);
+  }
+  LOOM_ENFORCE(static_cast<int>(comm.rankInfos().size()) == comm.nranks(), InternalError,
+               "transport setup before the rank exchange");
+}
+
+// The state of one batch on this rank; on failure it tells every peer still waiting for a
+// message from us why, so they fail now with our reason.
+class Batch {
+ public:
+  Batch(Comm& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag)
+      : comm_(comm),
+        requests_(requests),
+        batchTag_(batchTag),
+        owed_(requests.size(), true),
+        pending_(requests.size()) {}
+
+  Connections run() {
+    try {
+      // Phase 1: every receiver creates its side and sends its blob to the sender.
+      for (size_t i = 0; i < requests_.size(); ++i) {
+        if (!requests_[i].send) phaseOne(i);
+      }
+      // Phase 2: every sender attaches to its receiver's side and acknowledges.
+      for (size_t i = 0; i < requests_.size(); ++i) {
+        if (requests_[i].send) phaseTwo(i);
+      }
+      // Phase 3: every receiver hears the acknowledgement and finishes.
+      for (size_t i = 0; i < requests_.size(); ++i) {
+        if (!requests_[i].send) phaseThree(i);
+      }
+    } catch (const Error& e) {
+      tellPeers(e);
+      throw;
+    }
+    return std::move(out_);
+  }
+
+ private:
+  SetupContext context(const ConnectionRequest& r) {
+    return SetupContext{comm_, r.peer, r.channel, batchTag_};
+  }
+  Transport& transportFor(int peer) {
+    return selectTransport(comm_.rankInfos()[comm_.rank()], comm_.rankInfos()[peer]);
+  }
+  void sendEnvelope(const ConnectionRequest& r, SetupMessage kind, const SetupEnvelope& e) {
+    comm_.bootstrap().send(r.peer, messageTag(batchTag_, r.channel, kind), &e, sizeof(e));
+  }
+
+  void phaseOne(size_t i) {
+    const ConnectionRequest& r = requests_[i];
+    Transport& t = transportFor(r.peer);
+    ConnectBlob blob;
+    pending_[i] = t.setupRecv(context(r), &blob);
+    owed_[i] = false;
+    sendEnvelope(r, SetupMessage::kBlob, okEnvelope(t, blob));
+  }
+
+  void phaseTwo(size_t i) {
+    const ConnectionRequest& r = requests_[i];
+    SetupEnvelope in = receiveEnvelope(comm_, r, batchTag_, SetupMessage::kBlob);
+    Transport& t = transportFor(r.peer);
+    LOOM_ENFORCE(std::strcmp(in.transport, t.name()) == 0, InvalidArgument,
+                 linkText(comm_.rank(), r.peer, r.channel), ": rank ", r.peer, " chose the ",
+                 in.transport, " transport and rank ", comm_.rank(), " chose ", t.name(),
+                 ". Set LOOM_TRANSPORT and LOOM_SHM_DISABLE the same on every rank");
+    ConnectBlob ack;
+    out_.sends.push_back(t.connectSend(context(r), in.blob, &ack));
+    out_.sendTransport.push_back(t.name());
+    owed_[i] = false;
+    sendEnvelope(r, SetupMessage::kAck, okEnvelope(t, ack));
+    LOOM_LOG(LogLevel::kInfo, t.logSubsys(), linkText(comm_.rank(), r.peer, r.channel), " via ",
+             t.name(), " (send side)");
+  }
+
+  void phaseThree(size_t i) {
+    const ConnectionRequest& r = requests_[i];
+    SetupEnvelope in = receiveEnvelope(comm_, r, batchTag_, SetupMessage::kAck);
+    out_.recvs.push_back(pending_[i]->finish(in.blob));
+    pending_[i].reset();
+    Transport& t = transportFor(r.peer);
+    out_.recvTransport.push_back(t.name());
+    LOOM_LOG(LogLevel::kInfo, t.logSubsys(), linkText(r.peer, comm_.rank(), r.channel), " via ",
+             t.name(), " (receive side)");
+  }
+
+  // Best effort: a peer that is gone cannot be told, and our own error is the one to report.
+  void tellPeers(const Error& error) {
+    SetupEnvelope e = errorEnvelope(error);
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      if (!owed_[i]) continue;
+      try {
+        sendEnvelope(requests_[i], requests_[i].send ? SetupMessage::kAck : SetupMessage::kBlob, e);
+      } catch (const Error&) {
+      }
+    }
+  }
+
+  Comm& comm_;
+  const std::vector<ConnectionRequest>& requests_;
+  const uint32_t batchTag_;
+  std::vector<bool> owed_;  // we still owe this request's peer a message (blob or ack)
+  std::vector<std::unique_ptr<PendingRecv>> pending_;
+  Connections out_;
+};
+
+}  // namespace
+
+const std::vector<Transport*>& transports() {
+  // Stateless objects, in order of preference; the table is constant after first use.
+  static ShmTransport shm;
+  static SocketTransport socket;
+  static const std::vector<Transport*> table{&shm, &socket};
+  return table;
+}
+
+Transport& selectTransport(const RankInfo& self, const RankInfo& peer) {
+  const std::string forced = envString(EnvVar::LOOM_TRANSPORT);
+  if (!forced.empty()) {
+    std::string names;
+    for (Transport* t : transports()) {
+      if (forced != t->name()) {
+        names += strCat(names.empty() ? "" : ", ", t->name());
+        continue;
+      }
+      LOOM_ENFORCE(t->canConnect(self, peer), InvalidArgument, "LOOM_TRANSPORT=", forced,
+                   " cannot connect rank ", self.rank, " and rank ", peer.rank, ": ",
+                   t->whyNot(self, peer),
+                   ". Unset LOOM_TRANSPORT to let loom choose, or set "
+                   "it to socket, which connects any two ranks");
+      return *t;
+    }
+    throw InvalidArgument(strCat("LOOM_TRANSPORT=", forced, " is not a transport; choose one of: ",
+                                 names, " (or leave it unset to let loom choose)"));
+  }
+  for (Transport* t : transports()) {
+    if (t->canConnect(self, peer)) return *t;
+  }
+  throw InternalError(strCat("no transport can connect rank ", self.rank, " and rank ", peer.rank));
+}
+
+Connections connectAll(Comm& comm, const std::vector<ConnectionRequest>& requests,
+                       uint32_t batchTag) {
+  validate(comm, requests, batchTag);
+  return Batch(comm, requests, batchTag).run();
+}
+
+}  // namespace loom::transport

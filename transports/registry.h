@@ -1,0 +1,58 @@
+// Which transport connects each pair of ranks, and the batch setup of many connections.
+//
+// Selection is NCCL's: the transports stand in order of preference (shm, then socket) and the
+// first whose canConnect accepts the pair wins. LOOM_TRANSPORT=shm|socket forces one for every
+// pair; forcing one that cannot connect a pair is an InvalidArgument that says why. Both ends
+// of a connection choose on their own from the same rank information, and the sender checks
+// that the receiver chose the same (their environments may differ).
+//
+// connectAll runs the three phases of transport.h for a whole batch, so each rank sends all its
+// phase-1 blobs before it waits for anything, and no rank waits on a peer that waits on it.
+// Every bootstrap message of it is one SetupEnvelope (exact size): a status, the transport's
+// name and its ConnectBlob, or the error text when that side failed, so the peer fails at once
+// with the reason instead of waiting for its deadline. Tags: tags.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "src/core/comm.h"
+#include "transports/transport.h"
+#include "transports/transport_setup.h"
+
+namespace loom::transport {
+
+// send = true: this rank sends to `peer` on `channel`; false: it receives from `peer`. The
+// requests of the two ends must match (A sends to B on c <-> B receives from A on c); a
+// request without its match shows up as a bootstrap timeout naming the peer.
+struct ConnectionRequest {
+  int peer;
+  int channel;
+  bool send;
+};
+
+// The connections of a batch: sends[i] is the i-th send request in the order given, recvs[i]
+// the i-th receive request; *Transport[i] names the transport that carries it.
+struct Connections {
+  std::vector<std::unique_ptr<SendConnection>> sends;
+  std::vector<std::unique_ptr<RecvConnection>> recvs;
+  std::vector<const char*> sendTransport;
+  std::vector<const char*> recvTransport;
+};
+
+// The transports, in order of preference.
+const std::vector<Transport*>& transports();
+
+// The transport for (self, peer): LOOM_TRANSPORT if set, else the first that can connect them.
+// Throws InvalidArgument for an unknown LOOM_TRANSPORT or a forced one that cannot connect them.
+Transport& selectTransport(const RankInfo& self, const RankInfo& peer);
+
+// Connects every request through the communicator's bootstrap; collective over the peers named.
+// `batchTag` (0 to kMaxBatchTag in tags.h) must differ between batches that may overlap; a
+// caller numbers them and wraps. Throws InvalidArgument for bad requests, RemoteError when a
+// peer failed its side (with its message), TimeoutError when a peer does not answer.
+Connections connectAll(Comm& comm, const std::vector<ConnectionRequest>& requests,
+                       uint32_t batchTag);
+
+}  // namespace loom::transport

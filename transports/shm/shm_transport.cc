@@ -1,0 +1,196 @@
+#include "transports/shm/shm_transport.h"
+
+#include <cstring>
+#include <new>
+
+#include "src/core/env.h"
+#include "src/core/error.h"
+#include "src/core/logging.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/slot_ring.h"
+
+namespace loom::transport {
+namespace {
+
+constexpr uint32_t kBlobMagic = 0x4c4d5348;  // "LMSH"
+constexpr uint32_t kAckMagic = 0x4c4d5341;   // "LMSA"
+
+// Phase 1 blob: where the receiver's ring is and how it is laid out.
+struct ShmBlob {
+  uint32_t magic = kBlobMagic;
+  uint32_t slots = kSlots;
+  uint64_t slotBytes = 0;
+  uint64_t segmentBytes = 0;
+  char name[64] = {};
+};
+
+struct ShmAck {
+  uint32_t magic = kAckMagic;
+};
+
+size_t segmentBytesFor(size_t slotBytes) { return kRingDataOffset + kSlots * slotBytes; }
+
+// The ring inside a mapped segment.
+struct RingView {
+  RingControl* control;
+  uint8_t* data;
+  size_t slotBytes;
+
+  uint8_t* slot(uint64_t step) const { return data + (step % kSlots) * slotBytes; }
+};
+
+class ShmSendConnection final : public SendConnection {
+ public:
+  ShmSendConnection(shm::ShmSegment segment, size_t slotBytes, int peer)
+      : segment_(std::move(segment)),
+        ring_{static_cast<RingControl*>(segment_.data()),
+              static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
+        peer_(peer) {}
+
+  void* tryAcquire() override {
+    // head only grows, so a cached value that says "free" is still right; reload it (one
+    // acquire load, a shared cache line) only when the cache says the ring is full.
+    if (tail_ - head_ >= kSlots) {
+      head_ = ring_.control->head.load(std::memory_order_acquire);
+      if (tail_ - head_ >= kSlots) return nullptr;
+    }
+    acquired_ = true;
+    return ring_.slot(tail_);
+  }
+
+  void post(size_t bytes, uint32_t tag = 0) override {
+    LOOM_ENFORCE(acquired_, InternalError, "shm post() to rank ", peer_,
+                 " without a slot from tryAcquire()");
+    LOOM_ENFORCE(bytes <= ring_.slotBytes, InvalidArgument, "post of ", bytes,
+                 " bytes into a slot of ", ring_.slotBytes);
+    acquired_ = false;
+    // Slots are at most 1 GiB (slot_ring.h): the tag rides in the count's upper half.
+    ring_.control->bytes[tail_ % kSlots] = bytes | (static_cast<uint64_t>(tag) << 32);
+    ++tail_;
+    ring_.control->tail.store(tail_, std::memory_order_release);  // data and bytes before tail
+  }
+
+  bool progress() override { return false; }      // posting already made the data visible
+  bool drained() const override { return true; }  // the slots live in the shared segment
+  size_t slotBytes() const override { return ring_.slotBytes; }
+
+ private:
+  shm::ShmSegment segment_;
+  RingView ring_;
+  int peer_;
+  uint64_t tail_ = 0;  // our own copy: only we write tail
+  uint64_t head_ = 0;  // the receiver's head as last seen
+  bool acquired_ = false;
+};
+
+class ShmRecvConnection final : public RecvConnection {
+ public:
+  ShmRecvConnection(shm::ShmSegment segment, size_t slotBytes, int peer)
+      : segment_(std::move(segment)),
+        ring_{static_cast<RingControl*>(segment_.data()),
+              static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
+        peer_(peer) {}
+
+  const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) override {
+    if (head_ == tail_) {
+      tail_ = ring_.control->tail.load(std::memory_order_acquire);
+      if (head_ == tail_) return nullptr;
+    }
+    const uint64_t word = ring_.control->bytes[head_ % kSlots];
+    const uint64_t n = word & 0xffffffffu;
+    if (tag != nullptr) *tag = static_cast<uint32_t>(word >> 32);
+    // The peer shares our memory but not our address space: never trust a count blindly.
+    LOOM_ENFORCE(n <= ring_.slotBytes, RemoteError, "rank ", peer_, " posted a slot of ", n,
+                 " bytes into shm slots of ", ring_.slotBytes, " (corrupt ring)");
+    *bytes = static_cast<size_t>(n);
+    received_ = true;
+    return ring_.slot(head_);
+  }
+
+  void release() override {
+    LOOM_ENFORCE(received_, InternalError, "shm release() from rank ", peer_,
+                 " without a slot from tryReceive()");
+    received_ = false;
+    ++head_;
+    ring_.control->head.store(head_, std::memory_order_release);  // done reading before head
+  }
+
+  bool progress() override { return false; }
+  size_t slotBytes() const override { return ring_.slotBytes; }
+
+ private:
+  shm::ShmSegment segment_;
+  RingView ring_;
+  int peer_;
+  uint64_t head_ = 0;  // our own copy: only we write head
+  uint64_t tail_ = 0;  // the sender's tail as last seen
+  bool received_ = false;
+};
+
+class ShmPendingRecv final : public PendingRecv {
+ public:
+  ShmPendingRecv(shm::ShmSegment segment, size_t slotBytes, int peer)
+      : segment_(std::move(segment)), slotBytes_(slotBytes), peer_(peer) {}
+
+  std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) override {
+    LOOM_ENFORCE(fromBlob<ShmAck>(ack).magic == kAckMagic, RemoteError, "rank ", peer_,
+                 " sent a malformed shm acknowledgement");
+    // The sender has it mapped: remove the name so a crash from now on leaves nothing behind.
+    segment_.unlink();
+    return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_);
+  }
+
+ private:
+  shm::ShmSegment segment_;
+  size_t slotBytes_;
+  int peer_;
+};
+
+}  // namespace
+
+bool shmDisabled() { return envInt(EnvVar::LOOM_SHM_DISABLE) != 0; }
+
+bool ShmTransport::canConnect(const RankInfo& self, const RankInfo& peer) const {
+  return self.hostHash == peer.hostHash && !shmDisabled();
+}
+
+std::string ShmTransport::whyNot(const RankInfo& self, const RankInfo& peer) const {
+  if (self.hostHash != peer.hostHash) {
+    return strCat("rank ", self.rank, " and rank ", peer.rank,
+                  " are on different hosts, and shared memory only connects ranks of one host");
+  }
+  return "LOOM_SHM_DISABLE=1 forbids it";
+}
+
+std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, ConnectBlob* blob) {
+  size_t slotBytes = slotBytesFromEnv();
+  shm::ShmSegment segment = shm::ShmSegment::create(segmentBytesFor(slotBytes));
+  new (segment.data()) RingControl();  // the counters start at zero; the sender only attaches
+  ShmBlob b;
+  b.slotBytes = slotBytes;
+  b.segmentBytes = segment.size();
+  LOOM_ENFORCE(segment.name().size() < sizeof(b.name), InternalError, "segment name ",
+               segment.name(), " is too long");
+  std::memcpy(b.name, segment.name().data(), segment.name().size());
+  toBlob(b, blob);
+  return std::make_unique<ShmPendingRecv>(std::move(segment), slotBytes, ctx.peer);
+}
+
+std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ctx,
+                                                          const ConnectBlob& blob,
+                                                          ConnectBlob* ack) {
+  auto b = fromBlob<ShmBlob>(blob);
+  b.name[sizeof(b.name) - 1] = '\0';
+  LOOM_ENFORCE(b.magic == kBlobMagic && b.slots == kSlots && b.slotBytes > 0 &&
+                   b.slotBytes % kPageBytes == 0 && b.segmentBytes == segmentBytesFor(b.slotBytes),
+               RemoteError, "rank ", ctx.peer,
+               " sent a malformed shm connection blob (is it the same loom version?)");
+  // The receiver chose the slot size (its LOOM_BUFFSIZE); we adopt it.
+  shm::ShmSegment segment = shm::ShmSegment::attach(b.name, b.segmentBytes);
+  // Defensive: if the receiver died before phase 3, its segment must not outlive us both.
+  segment.unlink();
+  toBlob(ShmAck{}, ack);
+  return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer);
+}
+
+}  // namespace loom::transport

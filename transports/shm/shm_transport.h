@@ -1,0 +1,36 @@
+// The shared-memory transport: ranks on one host share the slot ring itself.
+//
+// The receiver creates the ring in a POSIX shared-memory segment (shm_segment.h) and sends its
+// name in the ConnectBlob; the sender maps it and acknowledges; the receiver then unlinks the
+// name. Both sides then work on the same memory: the sender writes a slot's data and byte
+// count, then publishes tail with a release store; the receiver loads tail with acquire, reads
+// the slot, then publishes head with a release store, which the sender loads with acquire
+// before it reuses the slot. Nothing else is shared and nothing is copied: progress() has no
+// work to do. Works the same between threads of one process and between processes.
+//
+// A dead peer cannot be detected from the ring: a sender that died simply stops posting, a
+// receiver that died stops releasing. The executor's deadline and abort checks cover that
+// (DESIGN.md: no silent hangs), and the bootstrap notices the dead process on the next
+// collective setup.
+#pragma once
+
+#include "transports/transport_setup.h"
+
+namespace loom::transport {
+
+class ShmTransport final : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+  LogSubsys logSubsys() const override { return kLogShm; }
+  // Both ranks on one host (same host hash) and LOOM_SHM_DISABLE is not 1.
+  bool canConnect(const RankInfo& self, const RankInfo& peer) const override;
+  std::string whyNot(const RankInfo& self, const RankInfo& peer) const override;
+  std::unique_ptr<PendingRecv> setupRecv(const SetupContext& ctx, ConnectBlob* blob) override;
+  std::unique_ptr<SendConnection> connectSend(const SetupContext& ctx, const ConnectBlob& blob,
+                                              ConnectBlob* ack) override;
+};
+
+// Whether LOOM_SHM_DISABLE asks for no shared memory.
+bool shmDisabled();
+
+}  // namespace loom::transport

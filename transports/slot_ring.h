@@ -1,0 +1,68 @@
+// What every transport's slot ring shares: the slot size rule and the control block layout.
+//
+// A ring is kSlots slots of slotBytes each plus two counters (transport.h). tail counts slots
+// the sender posted, head slots the receiver released; slot s lives at index s % kSlots. The
+// counters sit on their own cache lines so the sender's and the receiver's stores never share
+// a line (no false sharing between the two cores that spin on them).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "transports/transport.h"
+
+namespace loom::transport {
+
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kPageBytes = 4096;
+
+// The control block at the start of a shared ring. It must be lock-free to work between
+// processes: a lock-based std::atomic would keep its lock in the process, not in the segment.
+struct RingControl {
+  alignas(kCacheLine) std::atomic<uint64_t> tail{0};  // written by the sender only
+  alignas(kCacheLine) std::atomic<uint64_t> head{0};  // written by the receiver only
+  // Byte count of each slot: written by the sender before it publishes tail, read by the
+  // receiver after it loads tail (acquire), so the counter orders it like the data.
+  alignas(kCacheLine) uint64_t bytes[kSlots] = {};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// Slot data starts one page after the control block: page-aligned (so 64-byte aligned for
+// vector loads) and never on a line the counters use.
+inline constexpr size_t kRingDataOffset = kPageBytes;
+static_assert(sizeof(RingControl) <= kRingDataOffset);
+
+// LOOM_BUFFSIZE / kSlots rounded up to whole pages (at least one). Throws InvalidArgument for
+// a value that is not a positive size or is too large to map (over 1 GiB per connection).
+size_t slotBytesFromEnv();
+
+inline constexpr size_t roundUp(size_t value, size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace loom::transport
+
+namespace loom::transport {
+
+// Private memory for one side of a ring (the socket transport), mapped and faulted in once at
+// setup: page faults cost ~10 us per page here, so they must never happen per message.
+class PrivateMemory {
+ public:
+  PrivateMemory() = default;
+  explicit PrivateMemory(size_t bytes);  // throws SystemError when it cannot be mapped
+  ~PrivateMemory();
+  PrivateMemory(PrivateMemory&& other) noexcept;
+  PrivateMemory& operator=(PrivateMemory&& other) noexcept;
+  PrivateMemory(const PrivateMemory&) = delete;
+  PrivateMemory& operator=(const PrivateMemory&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace loom::transport

@@ -1,0 +1,151 @@
+#include "transports/socket/socket_connection.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "src/core/error.h"
+
+namespace loom::transport {
+
+std::string LinkName::describe() const {
+  return strCat("socket transport rank ", sender, " -> rank ", receiver, " channel ", channel);
+}
+
+// ---- Sender -------------------------------------------------------------------------------
+
+SocketSendConnection::SocketSendConnection(std::vector<Socket> streams, size_t slotBytes,
+                                           LinkName link)
+    : ring_(slotBytes), link_(link) {
+  streams_.reserve(streams.size());
+  for (size_t k = 0; k < streams.size(); ++k) streams_.push_back({std::move(streams[k]), k});
+}
+
+void* SocketSendConnection::tryAcquire() {
+  if (tail_ - done_ >= kSlots) return nullptr;  // progress() frees slots as they leave
+  acquired_ = true;
+  return ring_.data(tail_);
+}
+
+void SocketSendConnection::post(size_t bytes, uint32_t tag) {
+  LOOM_ENFORCE(acquired_, InternalError, link_.describe(),
+               ": post() without a slot from tryAcquire()");
+  LOOM_ENFORCE(bytes <= ring_.slotBytes, InvalidArgument, link_.describe(), ": post of ", bytes,
+               " bytes into a slot of ", ring_.slotBytes);
+  acquired_ = false;
+  *ring_.header(tail_) = SlotHeader{tail_, static_cast<uint32_t>(bytes), kSlotMagic, tag, 0};
+  ++tail_;
+}
+
+bool SocketSendConnection::progress() {
+  bool moved = false;
+  const uint64_t n = streams_.size();
+  uint64_t done = tail_;
+  for (Stream& s : streams_) {
+    while (s.next < tail_) {
+      const size_t total = sizeof(SlotHeader) + ring_.header(s.next)->bytes;
+      size_t sent;
+      try {
+        sent = s.socket.sendSome(ring_.wire(s.next) + s.offset, total - s.offset);
+      } catch (const RemoteError& e) {
+        throw RemoteError(strCat(link_.describe(), ": ", e.what()));
+      }
+      if (sent == 0) break;
+      moved = true;
+      s.offset += sent;
+      if (s.offset < total) break;  // the kernel's buffer is full: another try would fail
+      s.offset = 0;
+      s.next += n;
+    }
+    done = std::min(done, s.next);  // this stream's first step not yet wholly sent
+  }
+  done_ = done;
+  return moved;
+}
+
+// ---- Receiver -----------------------------------------------------------------------------
+
+SocketRecvConnection::SocketRecvConnection(std::vector<Socket> streams, PrivateRing ring,
+                                           LinkName link)
+    : ring_(std::move(ring)), link_(link) {
+  streams_.reserve(streams.size());
+  for (size_t k = 0; k < streams.size(); ++k) streams_.push_back({std::move(streams[k]), k});
+  complete_.fill(std::numeric_limits<uint64_t>::max());
+}
+
+const void* SocketRecvConnection::tryReceive(size_t* bytes, uint32_t* tag) {
+  if (head_ == arrived_) return nullptr;
+  *bytes = ring_.header(head_)->bytes;
+  if (tag != nullptr) *tag = ring_.header(head_)->tag;
+  received_ = true;
+  return ring_.data(head_);
+}
+
+void SocketRecvConnection::release() {
+  LOOM_ENFORCE(received_, InternalError, link_.describe(),
+               ": release() without a slot from tryReceive()");
+  received_ = false;
+  ++head_;
+}
+
+void SocketRecvConnection::checkHeader(const Stream& stream) const {
+  const SlotHeader& h = *ring_.header(stream.next);
+  LOOM_ENFORCE(h.magic == kSlotMagic && h.step == stream.next && h.bytes <= ring_.slotBytes,
+               RemoteError, link_.describe(), ": corrupt data stream (header of step ", h.step,
+               " with ", h.bytes, " bytes where step ", stream.next, " of at most ",
+               ring_.slotBytes, " bytes was due)");
+}
+
+// Reads what the stream has for the steps the ring has room for; true if bytes moved.
+bool SocketRecvConnection::receive(Stream& s) {
+  bool moved = false;
+  const uint64_t n = streams_.size();
+  while (s.next < head_ + kSlots) {
+    uint8_t* wire = ring_.wire(s.next);
+    // The byte count is known once the header is in; until then read the header alone, so a
+    // read never takes bytes of the next step.
+    size_t want = s.offset < sizeof(SlotHeader)
+                      ? sizeof(SlotHeader) - s.offset
+                      : sizeof(SlotHeader) + ring_.header(s.next)->bytes - s.offset;
+    if (want > 0) {
+      long got = s.socket.recvSome(wire + s.offset, want);
+      if (got < 0) {
+        // Closed or reset. Between steps this may be a sender that finished; progress()
+        // decides whether we still needed this stream. Within a step it died mid-send.
+        LOOM_ENFORCE(s.offset == 0, RemoteError, link_.describe(), ": rank ", link_.sender,
+                     " closed the connection in the middle of step ", s.next,
+                     " (did it exit or crash?)");
+        s.closed = true;
+        return moved;
+      }
+      if (got == 0) return moved;
+      moved = true;
+      s.offset += static_cast<size_t>(got);
+      if (s.offset == sizeof(SlotHeader)) checkHeader(s);
+      if (static_cast<size_t>(got) < want) return moved;  // drained the socket for now
+      if (s.offset == sizeof(SlotHeader) && ring_.header(s.next)->bytes > 0) continue;
+    }
+    complete_[s.next % kSlots] = s.next;
+    s.offset = 0;
+    s.next += n;
+  }
+  return moved;
+}
+
+bool SocketRecvConnection::progress() {
+  bool moved = false;
+  for (Stream& s : streams_) {
+    if (!s.closed) moved |= receive(s);
+  }
+  while (arrived_ < head_ + kSlots && complete_[arrived_ % kSlots] == arrived_) ++arrived_;
+  // Nothing left to hand out and the stream that carries the next step is closed: it can never
+  // come. (Calling progress() only while waiting for data keeps a sender that finished and
+  // closed from looking dead.)
+  if (arrived_ == head_ && streams_[arrived_ % streams_.size()].closed) {
+    throw RemoteError(strCat(link_.describe(), ": rank ", link_.sender,
+                             " closed the connection before step ", arrived_,
+                             " arrived (did it exit or crash?)"));
+  }
+  return moved;
+}
+
+}  // namespace loom::transport

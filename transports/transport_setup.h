@@ -1,0 +1,75 @@
+// How a transport is set up: the interface the registry (registry.h) drives through the three
+// phases that transport.h describes. One stateless object per transport; the registry asks
+// them in order of preference and the first whose canConnect accepts a pair wins (NCCL's
+// transport selection, as C++ interfaces).
+//
+// Phase 1 runs on the receiver (setupRecv), phase 2 on the sender (connectSend), phase 3 on
+// the receiver again (PendingRecv::finish). The blobs travel through the bootstrap; a
+// transport only fills and reads them.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "src/core/comm.h"
+#include "src/core/logging.h"
+#include "transports/transport.h"
+
+namespace loom::transport {
+
+// Everything a transport needs to know about the connection it sets up.
+struct SetupContext {
+  Comm& comm;
+  int peer;
+  int channel;
+  uint32_t batchTag;  // data connections use dataTag(batchTag, channel, stream) (tags.h)
+};
+
+// A receiver between phases 1 and 3: holds what it created until the sender has attached.
+class PendingRecv {
+ public:
+  virtual ~PendingRecv() = default;
+  // Phase 3: the sender's acknowledgement arrived; finish and hand out the connection.
+  virtual std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // "shm", "socket": the LOOM_TRANSPORT value that forces it, and the name in logs.
+  virtual const char* name() const = 0;
+  // The logging subsystem of its messages (LOOM_DEBUG_SUBSYS).
+  virtual LogSubsys logSubsys() const = 0;
+  // Whether this transport can carry data between `self` and `peer` (both RankInfos of one
+  // communicator). Pure: reads rank information and the environment only.
+  virtual bool canConnect(const RankInfo& self, const RankInfo& peer) const = 0;
+  // Why canConnect refuses a pair, for the error when the user forced this transport.
+  virtual std::string whyNot(const RankInfo& self, const RankInfo& peer) const = 0;
+  // Phase 1 (receiver): create this side; describe it to the sender in `blob`.
+  virtual std::unique_ptr<PendingRecv> setupRecv(const SetupContext& ctx, ConnectBlob* blob) = 0;
+  // Phase 2 (sender): attach to the receiver's side described by `blob`; fill `ack`.
+  virtual std::unique_ptr<SendConnection> connectSend(const SetupContext& ctx,
+                                                      const ConnectBlob& blob,
+                                                      ConnectBlob* ack) = 0;
+};
+
+// Typed views of a ConnectBlob's bytes: a transport's blob struct must fit in it and be
+// trivially copyable (it crosses process boundaries as bytes).
+template <typename T>
+void toBlob(const T& value, ConnectBlob* blob) {
+  static_assert(sizeof(T) <= sizeof(ConnectBlob::bytes) && std::is_trivially_copyable_v<T>);
+  *blob = ConnectBlob{};
+  std::memcpy(blob->bytes, &value, sizeof(T));
+}
+template <typename T>
+T fromBlob(const ConnectBlob& blob) {
+  static_assert(sizeof(T) <= sizeof(ConnectBlob::bytes) && std::is_trivially_copyable_v<T>);
+  T value;
+  std::memcpy(&value, blob.bytes, sizeof(T));
+  return value;
+}
+
+}  // namespace loom::transport

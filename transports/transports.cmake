@@ -1,0 +1,10 @@
+# Transports: included from the top-level CMakeLists.txt once loom_sources is defined.
+# shm_open/shm_unlink are in libc since glibc 2.34 (Debian 12 has 2.36), so no -lrt is needed.
+list(APPEND loom_sources
+  transports/registry.cc
+  transports/slot_ring.cc
+  transports/shm/shm_segment.cc
+  transports/shm/shm_transport.cc
+  transports/socket/socket_connection.cc
+  transports/socket/socket_transport.cc
+)
