@@ -240,6 +240,91 @@ LOOM_API const char* loomGetErrorString(loomResult_t result);
  */
 LOOM_API const char* loomGetLastError(loomComm_t comm);
 
+/* ---- Host streams and events ----------------------------------------------------------------
+ * A CPU communicator runs each collective either synchronously (stream NULL: the call returns
+ * when the result is in place) or on a host stream: operations enqueued on one stream run in
+ * order on that stream's own thread, asynchronously to the caller; operations on different
+ * streams (and communicators) progress concurrently. Events mark a point in a stream, as CUDA
+ * events do, so frameworks build futures on them. For a CUDA communicator the stream argument
+ * of a collective is a cudaStream_t cast to loomStream_t.
+ */
+
+/** A host stream: an in-order queue of operations of one communicator. */
+typedef struct loomStream* loomStream_t;
+/** An event: completes when every operation enqueued on its stream before it has completed. */
+typedef struct loomEvent* loomEvent_t;
+
+/** Creates a host stream for `comm` (a CPU communicator). Operations of other communicators are
+ * rejected on it. Destroy it before the communicator. */
+LOOM_API loomResult_t loomStreamCreate(loomComm_t comm, loomStream_t* stream);
+/** Waits for the stream's operations, then frees it. Returns their first error, if any. */
+LOOM_API loomResult_t loomStreamDestroy(loomStream_t stream);
+/** loomSuccess when all enqueued operations finished, loomInProgress while some run, or the
+ * error of the first operation that failed (the stream then drops the rest). */
+LOOM_API loomResult_t loomStreamQuery(loomStream_t stream);
+/** Waits until every enqueued operation finished; returns as loomStreamQuery would then. */
+LOOM_API loomResult_t loomStreamSynchronize(loomStream_t stream);
+
+LOOM_API loomResult_t loomEventCreate(loomEvent_t* event);
+/** Marks the current end of `stream`; re-recording an event moves its mark. */
+LOOM_API loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream);
+/** loomSuccess once everything before the mark finished (or if never recorded),
+ * loomInProgress before, or the stream's error. */
+LOOM_API loomResult_t loomEventQuery(loomEvent_t event);
+LOOM_API loomResult_t loomEventSynchronize(loomEvent_t event);
+LOOM_API loomResult_t loomEventDestroy(loomEvent_t event);
+
+/* ---- Collectives and point-to-point ---------------------------------------------------------
+ * Every rank of `comm` calls a collective with the same count, datatype, op and root, in the
+ * same order. count is in elements. In place: sendbuff == recvbuff for AllReduce, Broadcast,
+ * Reduce; for AllGather sendbuff == recvbuff + rank * sendcount; for ReduceScatter
+ * recvbuff == sendbuff + rank * recvcount (NCCL's layouts). Buffers need no alignment.
+ */
+LOOM_API loomResult_t loomAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    loomDataType_t datatype, loomRedOp_t op, loomComm_t comm,
+                                    loomStream_t stream);
+/** Copies root's sendbuff into every rank's recvbuff (sendbuff is read on root only). */
+LOOM_API loomResult_t loomBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                    loomDataType_t datatype, int root, loomComm_t comm,
+                                    loomStream_t stream);
+/** Reduces every rank's sendbuff into root's recvbuff (recvbuff is written on root only). */
+LOOM_API loomResult_t loomReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 loomDataType_t datatype, loomRedOp_t op, int root,
+                                 loomComm_t comm, loomStream_t stream);
+/** recvbuff (nranks * sendcount elements) receives rank r's sendbuff at offset r * sendcount. */
+LOOM_API loomResult_t loomAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    loomDataType_t datatype, loomComm_t comm,
+                                    loomStream_t stream);
+/** sendbuff holds nranks * recvcount elements; rank r receives the reduction of block r. */
+LOOM_API loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        loomDataType_t datatype, loomRedOp_t op,
+                                        loomComm_t comm, loomStream_t stream);
+/** Block p (count elements) of sendbuff goes to rank p, which stores it at block r of its
+ * recvbuff. Not in place. */
+LOOM_API loomResult_t loomAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+/** Sends count elements to `peer`, which must post a matching loomRecv. Inside a group, sends
+ * and receives of any peers may be posted in any order without deadlock. */
+LOOM_API loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype,
+                               int peer, loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer,
+                               loomComm_t comm, loomStream_t stream);
+
+/** Starts a group: the operations called until the matching loomGroupEnd() are only
+ * validated and collected; loomGroupEnd() launches them together. Groups nest. */
+LOOM_API loomResult_t loomGroupStart(void);
+LOOM_API loomResult_t loomGroupEnd(void);
+
+/** Where the scalar of loomRedOpCreatePreMulSum lives. */
+typedef enum { loomScalarDevice = 0, loomScalarHostImmediate = 1 } loomScalarResidence_t;
+/** Creates a reduction op that multiplies every input by *scalar (of type datatype) before
+ * summing. For loomScalarHostImmediate the value is read now; for loomScalarDevice it is read
+ * when each operation runs. Valid for `comm` until loomRedOpDestroy(). */
+LOOM_API loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t* op, void* scalar,
+                                               loomDataType_t datatype,
+                                               loomScalarResidence_t residence, loomComm_t comm);
+LOOM_API loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loom/loom.h"
+#include "src/core/api_guard.h"
 #include "src/core/bootstrap_root.h"
 #include "src/core/comm.h"
 #include "src/core/comm_registry.h"
@@ -18,7 +19,7 @@
 
 using namespace loom;
 
-namespace {
+namespace loom {
 
 thread_local std::string tlsLastError;
 
@@ -31,20 +32,9 @@ loomResult_t recordFailure(const char* function, const loomComm* handle, loomRes
   return code;
 }
 
-// Runs `body` (which returns a loomResult_t) and turns anything it throws into a result code.
-template <typename Body>
-loomResult_t guarded(const char* function, const loomComm* handle, Body&& body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    return recordFailure(function, handle, e.code(), e.what());
-  } catch (const std::bad_alloc&) {
-    return recordFailure(function, handle, loomSystemError, "out of memory");
-  } catch (const std::exception& e) {
-    return recordFailure(function, handle, loomInternalError,
-                         strCat("unexpected error (a loom bug; please report it): ", e.what()));
-  }
-}
+}  // namespace loom
+
+namespace {
 
 // A new id with its root listening in this process; `localOnly` keeps it on loopback.
 loomUniqueId newUniqueId(bool localOnly) {

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "src/core/device.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/host_id.h"
+#include "src/core/host_stream.h"
 #include "src/core/logging.h"
+#include "transports/registry.h"
 
 namespace loom {
 
@@ -118,6 +121,14 @@ void Comm::exchangeRankInfo() {
       ++localRanks;
     }
   }
+  // Until topology-aware rings land, the ring is rank order.
+  ringOrder_.resize(static_cast<size_t>(nranks_));
+  for (int r = 0; r < nranks_; ++r) ringOrder_[r] = r;
+  ringPosition_ = rank_;
+  int64_t channels = envInt(EnvVar::LOOM_NCHANNELS);
+  LOOM_ENFORCE(channels >= 1 && channels <= 16, InvalidArgument, "LOOM_NCHANNELS=", channels,
+               " is out of range; use 1 to 16");
+  channels_ = static_cast<int>(channels);
   hostCount_ = static_cast<int>(hosts.size());
   localRank_ = localRank;
   localRanks_ = localRanks;
@@ -206,8 +217,95 @@ std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOp
   return child;
 }
 
+transport::SendConnection* Comm::sendConnection(int peer, int channel) {
+  auto it = sends_.find(ConnectionKey{peer, channel, true});
+  return it == sends_.end() ? nullptr : it->second.get();
+}
+
+transport::RecvConnection* Comm::recvConnection(int peer, int channel) {
+  auto it = recvs_.find(ConnectionKey{peer, channel, false});
+  return it == recvs_.end() ? nullptr : it->second.get();
+}
+
+void Comm::connect(const std::vector<ConnectionKey>& wanted) {
+  // Several operations of a group may want the same connection: ask for each once, in a
+  // stable order (both ends of a pair sort the same way).
+  std::set<ConnectionKey> missing;
+  for (const ConnectionKey& k : wanted) {
+    bool have = k.send ? sends_.count(k) > 0 : recvs_.count(k) > 0;
+    if (!have) missing.insert(k);
+  }
+  std::vector<transport::ConnectionRequest> requests;
+  for (const ConnectionKey& k : missing)
+    requests.push_back(transport::ConnectionRequest{k.peer, k.channel, k.send});
+  if (requests.empty()) return;
+  std::lock_guard<std::mutex> lock(opMutex_);
+  ScopedLogContext context(describe());
+  transport::Connections made = transport::connectAll(*this, requests, 0);
+  size_t si = 0, ri = 0;
+  for (const transport::ConnectionRequest& r : requests) {
+    ConnectionKey key{r.peer, r.channel, r.send};
+    if (r.send) {
+      sends_[key] = std::move(made.sends[si++]);
+    } else {
+      recvs_[key] = std::move(made.recvs[ri++]);
+    }
+  }
+}
+
+loomRedOp_t Comm::addCustomOp(CustomOp op) {
+  std::lock_guard<std::mutex> lock(customOpsMutex_);
+  size_t index = 0;
+  while (index < customOps_.size() && customOps_[index]) ++index;
+  LOOM_ENFORCE(index < 1u << 20, InvalidUsage, "over a million live custom reduction ops on ",
+               describe(), "; destroy them with loomRedOpDestroy");
+  if (index == customOps_.size()) customOps_.emplace_back();
+  customOps_[index] = std::make_unique<CustomOp>(std::move(op));
+  return static_cast<loomRedOp_t>(loomNumOps + static_cast<int>(index));
+}
+
+void Comm::removeCustomOp(loomRedOp_t op) {
+  std::lock_guard<std::mutex> lock(customOpsMutex_);
+  size_t index = static_cast<size_t>(static_cast<int>(op) - loomNumOps);
+  LOOM_ENFORCE(static_cast<int>(op) >= loomNumOps && index < customOps_.size() && customOps_[index],
+               InvalidArgument, "op ", static_cast<int>(op), " is not a live custom op of ",
+               describe(), " (built-in ops cannot be destroyed)");
+  customOps_[index].reset();
+}
+
+const Comm::CustomOp* Comm::customOp(loomRedOp_t op) const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(customOpsMutex_));
+  if (static_cast<int>(op) < loomNumOps) return nullptr;
+  size_t index = static_cast<size_t>(static_cast<int>(op) - loomNumOps);
+  return index < customOps_.size() ? customOps_[index].get() : nullptr;
+}
+
+void Comm::addStream(std::weak_ptr<HostStream> stream) {
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  streams_.push_back(std::move(stream));
+}
+
+void Comm::drainStreams() {
+  std::vector<std::shared_ptr<HostStream>> live;
+  {
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    for (auto& w : streams_)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  for (auto& s : live) s->wait(s->enqueued());
+}
+
+void Comm::releaseResources() {
+  std::lock_guard<std::mutex> exec(executionMutex_);
+  std::lock_guard<std::mutex> lock(opMutex_);
+  sends_.clear();
+  recvs_.clear();
+  bootstrap_.reset();
+}
+
 void Comm::finalize() {
   requireReady("loomCommFinalize");
+  drainStreams();
   std::lock_guard<std::mutex> lock(opMutex_);
   ScopedLogContext context(describe());
   bootstrap_->barrier();
@@ -218,8 +316,8 @@ void Comm::finalize() {
 void Comm::abort() {
   abort_ = true;
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
-  std::lock_guard<std::mutex> lock(opMutex_);  // waits for other threads' calls to leave
-  bootstrap_.reset();
+  drainStreams();      // their operations see the abort flag and fail fast
+  releaseResources();  // waits for other threads' calls to leave
 }
 
 void Comm::destroy() {
@@ -228,8 +326,13 @@ void Comm::destroy() {
     return;
   }
   if (worker_.joinable()) worker_.join();
-  std::lock_guard<std::mutex> lock(opMutex_);
-  bootstrap_.reset();
+  drainStreams();
+  releaseResources();
+}
+
+void Comm::markFailed(loomResult_t code) {
+  loomResult_t expected = loomSuccess;
+  state_.compare_exchange_strong(expected, code);
 }
 
 void Comm::setLastError(const std::string& message) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,11 +17,14 @@
 #include "loom/loom.h"
 #include "src/core/bootstrap.h"
 #include "src/core/unique_id.h"
+#include "transports/transport.h"
 
 // The C API's opaque handle type; every Comm is one.
 struct loomComm {};
 
 namespace loom {
+
+class HostStream;
 
 struct CommOptions {
   int device = LOOM_DEVICE_CPU;
@@ -69,6 +73,46 @@ class Comm : public loomComm {
   const std::vector<RankInfo>& rankInfos() const { return rankInfos_; }
   // The bootstrap network, for transport setup. Callers hold the communicator's operation.
   Bootstrap& bootstrap() { return *bootstrap_; }
+
+  // ---- Data path (executor.cc) ----
+  // Ring order (order[i] = rank at ring position i) and this rank's position in it.
+  const std::vector<int>& ringOrder() const { return ringOrder_; }
+  int ringPosition() const { return ringPosition_; }
+  int channels() const { return channels_; }
+  // Connections are made on first use, batch by batch (connectAll), and kept for the
+  // communicator's life. nullptr when not connected yet.
+  transport::SendConnection* sendConnection(int peer, int channel);
+  transport::RecvConnection* recvConnection(int peer, int channel);
+  // Connects the missing ones of `wanted` (peer, channel, send?) with their peers.
+  struct ConnectionKey {
+    int peer;
+    int channel;
+    bool send;
+    bool operator<(const ConnectionKey& o) const {
+      return peer != o.peer         ? peer < o.peer
+             : channel != o.channel ? channel < o.channel
+                                    : send < o.send;
+    }
+  };
+  void connect(const std::vector<ConnectionKey>& wanted);
+  // Held while operations of this communicator move data (one executor at a time).
+  std::mutex& executionMutex() { return executionMutex_; }
+  AbortFlag abortFlag() const { return &abort_; }
+  // Numbers operations, for messages ("AllReduce #12").
+  uint64_t nextOpNumber() { return ++opCounter_; }
+  // Reduction ops made by loomRedOpCreatePreMulSum: handle values from loomNumOps up.
+  struct CustomOp {
+    loomDataType_t type;
+    std::vector<unsigned char> value;  // the scalar, when read at creation
+    const void* pointer;               // the scalar's address, when read at each use
+  };
+  loomRedOp_t addCustomOp(CustomOp op);
+  void removeCustomOp(loomRedOp_t op);
+  // nullptr when `op` is not a live custom op of this communicator.
+  const CustomOp* customOp(loomRedOp_t op) const;
+  // Streams created on this communicator, so finalize/destroy/abort can drain them.
+  void addStream(std::weak_ptr<HostStream> stream);
+  void drainStreams();
   // From the rank exchange at init: hosts in the job, and this rank among those on its host.
   int hostCount() const { return hostCount_; }
   int localRank() const { return localRank_; }
@@ -76,6 +120,10 @@ class Comm : public loomComm {
   loomResult_t asyncError() const { return state_.load(); }
   // Throws InvalidUsage unless init finished successfully and finalize was not called.
   void requireReady(const char* operation) const;
+
+  // A data-path error leaves the communicator unusable (peers may be mid-operation): later
+  // calls fail with a message saying so, and loomCommGetAsyncError reports `code`.
+  void markFailed(loomResult_t code);
 
   void setLastError(const std::string& message);
   const char* lastError();
@@ -85,6 +133,7 @@ class Comm : public loomComm {
                      const Secret& secret);
   void exchangeRankInfo();
   BootstrapOptions bootstrapOptions(const Secret& secret) const;
+  void releaseResources();
   std::string describe() const;
 
   const CommOptions options_;
@@ -97,6 +146,17 @@ class Comm : public loomComm {
   std::thread worker_;  // a non-blocking init
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<RankInfo> rankInfos_;
+  std::vector<int> ringOrder_;
+  int ringPosition_ = 0;
+  int channels_ = 1;
+  std::map<ConnectionKey, std::unique_ptr<transport::SendConnection>> sends_;
+  std::map<ConnectionKey, std::unique_ptr<transport::RecvConnection>> recvs_;
+  std::mutex executionMutex_;
+  std::atomic<uint64_t> opCounter_{0};
+  std::mutex customOpsMutex_;
+  std::vector<std::unique_ptr<CustomOp>> customOps_;  // index = op - loomNumOps
+  std::mutex streamsMutex_;
+  std::vector<std::weak_ptr<HostStream>> streams_;
   int hostCount_ = 0;
   int localRank_ = 0;
   int localRanks_ = 0;

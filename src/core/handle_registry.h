@@ -1,0 +1,58 @@
+// A table of live handles of one kind (communicators, streams, events). Every API call looks
+// its handle up here, so a destroyed or made-up handle is reported (loomInvalidArgument)
+// instead of crashing, and an object stays alive while any call still uses it (shared_ptr).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "src/core/error.h"
+
+namespace loom {
+
+template <typename Handle, typename Object>
+class HandleRegistry {
+ public:
+  // `kind` names the handle in messages ("communicator", "stream", "event").
+  explicit HandleRegistry(const char* kind) : kind_(kind) {}
+
+  Handle* add(std::shared_ptr<Object> object) {
+    Handle* handle = object.get();
+    std::lock_guard<std::mutex> lock(mutex_);
+    table_[handle] = std::move(object);
+    return handle;
+  }
+  std::shared_ptr<Object> findOrNull(const Handle* handle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = table_.find(handle);
+    return it == table_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<Object> find(const Handle* handle) const {
+    std::shared_ptr<Object> object = findOrNull(handle);
+    if (!object) throwNotLive(handle);
+    return object;
+  }
+  std::shared_ptr<Object> remove(const Handle* handle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = table_.find(handle);
+    if (it == table_.end()) throwNotLive(handle);
+    std::shared_ptr<Object> object = std::move(it->second);
+    table_.erase(it);
+    return object;
+  }
+
+ private:
+  [[noreturn]] void throwNotLive(const Handle* handle) const {
+    if (handle == nullptr) throw InvalidArgument(strCat("the ", kind_, " is NULL"));
+    throw InvalidArgument(strCat(kind_, " ", static_cast<const void*>(handle),
+                                 " is not live: it was destroyed already, or never created"));
+  }
+
+  const char* kind_;
+  mutable std::mutex mutex_;
+  std::unordered_map<const Handle*, std::shared_ptr<Object>> table_;
+};
+
+}  // namespace loom

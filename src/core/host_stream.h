@@ -1,0 +1,80 @@
+// Host streams and events for CPU communicators (loom.h: "Host streams and events").
+//
+// A stream is an in-order queue served by its own thread: enqueue() returns at once, the thread
+// runs the work items one after another. The first item that fails records its error; later
+// items are dropped (their results would be built on a failed one) and every query reports
+// that error, as a CUDA stream with a sticky error does. Events remember a stream and a
+// position in it (the number of items enqueued when recorded).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "loom/loom.h"
+
+struct loomStream {};
+struct loomEvent {};
+
+namespace loom {
+
+class Comm;
+
+class HostStream : public loomStream {
+ public:
+  explicit HostStream(std::shared_ptr<Comm> comm);
+  ~HostStream();  // finishes the queue, then stops the thread
+  HostStream(const HostStream&) = delete;
+  HostStream& operator=(const HostStream&) = delete;
+
+  Comm& comm() const { return *comm_; }
+  // Appends work; returns its position (1-based). Throws if the stream already failed.
+  uint64_t enqueue(std::function<void()> work);
+  uint64_t enqueued() const;
+  // loomSuccess when items up to `position` finished, loomInProgress before, or the error.
+  loomResult_t query(uint64_t position) const;
+  loomResult_t wait(uint64_t position) const;
+  // The failed item's message ("" when none failed).
+  std::string errorMessage() const;
+
+ private:
+  void serve();
+
+  std::shared_ptr<Comm> comm_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  loomResult_t error_ = loomSuccess;
+  std::string errorMessage_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+class HostEvent : public loomEvent {
+ public:
+  void record(std::shared_ptr<HostStream> stream);
+  loomResult_t query() const;
+  loomResult_t wait() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<HostStream> stream_;
+  uint64_t position_ = 0;
+};
+
+// Handle tables (see handle_registry.h).
+loomStream* registerStream(std::shared_ptr<HostStream> stream);
+std::shared_ptr<HostStream> findStream(const loomStream* handle);
+std::shared_ptr<HostStream> unregisterStream(const loomStream* handle);
+loomEvent* registerEvent(std::shared_ptr<HostEvent> event);
+std::shared_ptr<HostEvent> findEvent(const loomEvent* handle);
+std::shared_ptr<HostEvent> unregisterEvent(const loomEvent* handle);
+
+}  // namespace loom

@@ -1,0 +1,34 @@
+// Turns operations into PrimTasks for one rank: which algorithm (ring, chain, double binary
+// tree, pairwise), which connections (peer, channel, direction), and the step walk of each task.
+//
+// Algorithm choice until the topology-aware tuner lands (LOOM_ALGO overrides): AllReduce
+// uses the double binary tree when it has more than 2 ranks and at most LOOM_TREE_THRESHOLD
+// bytes (fewer hops: 2 log2(n) instead of 2(n - 1)), the ring otherwise; AllGather and
+// ReduceScatter use the ring; Broadcast and Reduce a pipelined chain along the ring;
+// AlltoAll and Send/Recv direct connections to each peer.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/core/coll.h"
+#include "src/core/comm.h"
+#include "src/core/prim_task.h"
+
+namespace loom {
+
+enum class Algorithm { kRing, kTree, kChain, kDirect };
+const char* algorithmName(Algorithm a);
+Algorithm chooseAlgorithm(const CollOp& op);
+
+// Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, point-to-point 64.
+inline constexpr int kTreeChannelBase = 32;
+inline constexpr int kP2pChannel = 64;
+
+// The connections `op` needs on this rank (the peers' requests match them).
+void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out);
+
+// Appends the tasks of `op` (connections must exist). `number` labels them in messages.
+void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks);
+
+}  // namespace loom

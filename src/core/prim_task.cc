@@ -1,0 +1,123 @@
+#include "src/core/prim_task.h"
+
+#include <cstring>
+
+#include "src/core/error.h"
+#include "src/kernels/datatype_traits.h"
+#include "src/kernels/reduce_copy_dispatch.h"
+
+namespace loom {
+
+using algo::Prim;
+
+PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
+                   std::string label, const PrimTask* gate)
+    : op_(op),
+      steps_(std::move(steps)),
+      links_(links),
+      label_(std::move(label)),
+      gate_(gate),
+      elemSize_(dataTypeSize(op.type)),
+      isReduction_(op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
+                   op.kind == CollKind::kReduceScatter),
+      signature_(collSignature(op)) {}
+
+std::string PrimTask::waitingFor() const {
+  return done_ ? "nothing" : strCat(label_, ": ", waiting_);
+}
+
+bool PrimTask::progress() {
+  bool any = false;
+  while (!done_ && tryStep()) any = true;
+  return any;
+}
+
+// Runs the current step if its slots are ready. Returns true if it ran (or the walk ended).
+bool PrimTask::tryStep() {
+  if (!haveCurrent_) {
+    if (!steps_->next(current_)) {
+      done_ = true;
+      return true;
+    }
+    haveCurrent_ = true;
+  }
+  if (gate_ != nullptr && gate_->stepsDone() <= stepsDone_ && !gate_->done()) {
+    waiting_ = "its own earlier phase";
+    return false;
+  }
+  const PrimStep& s = current_;
+  const size_t bytes = s.count * elemSize_;
+  // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
+  // hands out the same slot until it is released or posted).
+  const void* received[kMaxTaskPeers] = {};
+  const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
+  if (recvs) {
+    for (int i = 0; i < links_.nrecv; ++i) {
+      size_t got = 0;
+      uint32_t tag = 0;
+      received[i] = links_.recv[i]->tryReceive(&got, &tag);
+      if (received[i] == nullptr) {
+        waiting_ = strCat("data from rank ", links_.recvPeer[i]);
+        return false;
+      }
+      // Ranks that disagree about the call fail clearly instead of mixing data.
+      LOOM_ENFORCE(tag == signature_, RemoteError, label_, ": rank ", links_.recvPeer[i],
+                   " made a different call than this rank's ", describeCall(op_),
+                   "; every rank must call the same collectives in the same order with the "
+                   "same count, datatype, op and root");
+      LOOM_ENFORCE(got == bytes, RemoteError, label_, ": rank ", links_.recvPeer[i], " sent ", got,
+                   " bytes where ", bytes,
+                   " were expected; did every rank call it with the same count and datatype?");
+    }
+  }
+  void* slots[kMaxTaskPeers] = {};
+  if (sends) {
+    for (int i = 0; i < links_.nsend; ++i) {
+      slots[i] = links_.send[i]->tryAcquire();
+      if (slots[i] == nullptr) {
+        waiting_ = strCat("a free slot toward rank ", links_.sendPeer[i]);
+        return false;
+      }
+    }
+  }
+
+  const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
+  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
+  ReduceCopyArgs args;
+  args.count = s.count;
+  args.scalar = op_.scalar;
+  args.postOp = s.final;
+  if (recvs)
+    for (int i = 0; i < links_.nrecv; ++i) args.src[args.nsrc++] = received[i];
+  if (algo::primReadsInput(s.prim)) {
+    // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
+    args.preOpOnSource |= 1u << args.nsrc;
+    args.src[args.nsrc++] = in;
+  }
+  if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
+  if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i) args.dst[args.ndst++] = slots[i];
+  // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
+  // value, NaN payloads included, and as fast as memcpy gets.
+  const bool opApplies =
+      isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
+  if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
+    if (args.nsrc == 1 && !opApplies) {
+      for (int d = 0; d < args.ndst; ++d) {
+        if (args.dst[d] != args.src[0]) std::memcpy(args.dst[d], args.src[0], bytes);
+      }
+    } else {
+      reduceCopy(op_.type, op_.reduce, args);
+    }
+  }
+  if (recvs)
+    for (int i = 0; i < links_.nrecv; ++i) links_.recv[i]->release();
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i) links_.send[i]->post(bytes, signature_);
+  haveCurrent_ = false;
+  ++stepsDone_;
+  return true;
+}
+
+}  // namespace loom

@@ -1,0 +1,94 @@
+// The CPU executor's unit of work: one rank's walk through the steps of one collective on one
+// channel (or one point-to-point transfer), driven without blocking.
+//
+// How it works. A StepSource yields the steps of the schedule (algorithms/: a primitive and the
+// element ranges it touches in the input and output buffers). PrimTask runs a step once every
+// connection the step needs is ready - a full slot from the peer it receives from, a free slot
+// toward the peer it sends to - as ONE reduceCopy: sources are the received slot and/or the
+// local input, destinations the local output and/or the send slot (DESIGN.md: fused, one
+// pass). Then it releases and posts the slots and moves on. progress() never waits; the
+// executor interleaves all tasks of a group and owns waiting, deadlines and aborts.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "algorithms/primitives.h"
+#include "src/core/coll.h"
+#include "transports/transport.h"
+
+namespace loom {
+
+// One step: what to do and where, in elements from the start of the input/output buffers.
+struct PrimStep {
+  algo::Prim prim = algo::Prim::kNone;
+  size_t inOffset = 0;
+  size_t outOffset = 0;
+  size_t count = 0;
+  bool final = false;  // produces final values: apply the op's post-op (SumPostDiv)
+};
+
+class StepSource {
+ public:
+  virtual ~StepSource() = default;
+  // The next step with a non-empty range; false when the walk is over.
+  virtual bool next(PrimStep& step) = 0;
+};
+
+// The peers a task exchanges with: a ring or chain step has at most one of each, a tree node
+// receives from (up) or sends to (down) up to two children.
+inline constexpr int kMaxTaskPeers = 2;
+struct TaskLinks {
+  int nsend = 0;
+  int nrecv = 0;
+  transport::SendConnection* send[kMaxTaskPeers] = {};
+  transport::RecvConnection* recv[kMaxTaskPeers] = {};
+  int sendPeer[kMaxTaskPeers] = {-1, -1};
+  int recvPeer[kMaxTaskPeers] = {-1, -1};
+  void addSend(transport::SendConnection* c, int peer) {
+    send[nsend] = c;
+    sendPeer[nsend++] = peer;
+  }
+  void addRecv(transport::RecvConnection* c, int peer) {
+    recv[nrecv] = c;
+    recvPeer[nrecv++] = peer;
+  }
+};
+
+class PrimTask {
+ public:
+  // `label` names the task in timeout messages ("AllReduce #12 channel 0"). With `gate`, step
+  // i runs only after the gate task finished i + 1 steps (a tree root sends a piece down only
+  // once it has reduced it).
+  PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
+           std::string label, const PrimTask* gate = nullptr);
+
+  // Runs every step that can run now; true if anything happened. The executor pumps the
+  // connections (their progress()) separately.
+  bool progress();
+  bool done() const { return done_; }
+  size_t stepsDone() const { return stepsDone_; }
+  // What the task waits for, for timeout messages: "data from rank 3", "a free slot to rank 1".
+  std::string waitingFor() const;
+  const TaskLinks& links() const { return links_; }
+
+ private:
+  bool tryStep();
+
+  const CollOp& op_;
+  std::unique_ptr<StepSource> steps_;
+  TaskLinks links_;
+  std::string label_;
+  const PrimTask* gate_;
+  size_t elemSize_;
+  bool isReduction_;
+  uint32_t signature_;
+  PrimStep current_;
+  bool haveCurrent_ = false;
+  bool done_ = false;
+  size_t stepsDone_ = 0;
+  std::string waiting_;
+};
+
+}  // namespace loom

@@ -1,0 +1,100 @@
+// Collectives between ranks in separate processes (loom_coll_rank), over shared memory and
+// over TCP: every rank checks its results and reports "ok".
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace loom::colltest {
+namespace {
+
+// tests/test_util.cc's spawnRank, for the collective rank binary.
+test::RankProcess spawnCollRank(const std::vector<std::string>& args,
+                                const std::vector<std::string>& env) {
+  int pipeFds[2];
+  if (pipe2(pipeFds, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2 failed";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipeFds[1], 1);
+  std::vector<std::string> argStrings{LOOM_COLL_RANK_BINARY};
+  argStrings.insert(argStrings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argStrings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // getenv returns the first match, so the overrides go first.
+  std::vector<std::string> ordered(env.begin(), env.end());
+  for (char** e = environ; *e != nullptr; ++e) ordered.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : ordered) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  test::RankProcess p;
+  int rc = posix_spawn(&p.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipeFds[1]);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << strerror(rc);
+    close(pipeFds[0]);
+    p.pid = -1;
+    return p;
+  }
+  p.stdoutFd = pipeFds[0];
+  return p;
+}
+
+// Runs `scenario` on nranks processes with the transport; every one must print "ok".
+void runProcesses(const std::string& scenario, int nranks, const std::string& transport) {
+  loomUniqueId id = test::makeId();  // the rendezvous root lives in this process
+  std::vector<std::string> env{"LOOM_SOCKET_IFNAME=lo"};
+  if (getenv("LOOM_TIMEOUT") == nullptr) env.push_back("LOOM_TIMEOUT=60");
+  if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
+  std::vector<test::RankProcess> procs;
+  for (int r = 0; r < nranks; ++r) {
+    procs.push_back(spawnCollRank(
+        {scenario, std::to_string(nranks), std::to_string(r), test::idToHex(id)}, env));
+  }
+  for (int r = 0; r < nranks; ++r) {
+    if (procs[r].pid < 0) continue;
+    std::string out;
+    std::optional<int> code = test::waitRank(procs[r], 120000, &out);
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " did not finish in 120 s: " << out;
+    EXPECT_EQ(*code, 0) << scenario << " rank " << r << " of " << nranks << " over " << transport
+                        << ": " << out;
+    EXPECT_NE(out.find("ok"), std::string::npos) << out;
+  }
+}
+
+using Param = std::tuple<std::string, int, std::string>;  // scenario, nranks, transport
+
+class CollProcesses : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CollProcesses, EveryRankGetsTheRightResult) {
+  auto [scenario, nranks, transport] = GetParam();
+  runProcesses(scenario, nranks, transport);
+}
+
+std::string paramName(const ::testing::TestParamInfo<Param>& info) {
+  return std::get<0>(info.param) + "_n" + std::to_string(std::get<1>(info.param)) + "_" +
+         std::get<2>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, CollProcesses,
+    ::testing::Combine(::testing::Values("allreduce", "allgather", "broadcast", "alltoall", "ring"),
+                       ::testing::Values(3, 4), ::testing::Values("shm", "socket")),
+    paramName);
+
+INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
+                         ::testing::Values(Param{"all", 2, "shm"}, Param{"all", 5, "socket"}),
+                         paramName);
+
+}  // namespace
+}  // namespace loom::colltest
