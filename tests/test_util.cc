@@ -74,12 +74,17 @@ loomUniqueId idFromHex(const std::string& hex) {
 }
 
 RankProcess spawnRank(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  return spawnProcess(LOOM_TEST_RANK_BINARY, args, env);
+}
+
+RankProcess spawnProcess(const std::string& binary, const std::vector<std::string>& args,
+                         const std::vector<std::string>& env) {
   int pipeFds[2];
   if (pipe2(pipeFds, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2 failed";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipeFds[1], 1);
-  std::vector<std::string> argStrings{LOOM_TEST_RANK_BINARY};
+  std::vector<std::string> argStrings{binary};
   argStrings.insert(argStrings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argStrings) argv.push_back(a.data());

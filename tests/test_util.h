@@ -36,6 +36,9 @@ struct RankProcess {
 };
 RankProcess spawnRank(const std::vector<std::string>& args,
                       const std::vector<std::string>& env = {});
+// The same for another rank binary (a suite's own main).
+RankProcess spawnProcess(const std::string& binary, const std::vector<std::string>& args,
+                         const std::vector<std::string>& env = {});
 // Waits (up to timeoutMs) for the process; returns its exit code, or 128+signal, or nullopt on
 // timeout (the process is then killed).
 std::optional<int> waitRank(RankProcess& p, int timeoutMs, std::string* output = nullptr);

@@ -1,53 +1,19 @@
 // Collectives between ranks in separate processes (loom_coll_rank), over shared memory and
 // over TCP: every rank checks its results and reports "ok".
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <unistd.h>
 
-#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "tests/test_util.h"
 
-extern char** environ;
-
 namespace loom::colltest {
 namespace {
 
-// tests/test_util.cc's spawnRank, for the collective rank binary.
 test::RankProcess spawnCollRank(const std::vector<std::string>& args,
                                 const std::vector<std::string>& env) {
-  int pipeFds[2];
-  if (pipe2(pipeFds, O_CLOEXEC) != 0) ADD_FAILURE() << "pipe2 failed";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipeFds[1], 1);
-  std::vector<std::string> argStrings{LOOM_COLL_RANK_BINARY};
-  argStrings.insert(argStrings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argStrings) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // getenv returns the first match, so the overrides go first.
-  std::vector<std::string> ordered(env.begin(), env.end());
-  for (char** e = environ; *e != nullptr; ++e) ordered.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& e : ordered) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  test::RankProcess p;
-  int rc = posix_spawn(&p.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipeFds[1]);
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << strerror(rc);
-    close(pipeFds[0]);
-    p.pid = -1;
-    return p;
-  }
-  p.stdoutFd = pipeFds[0];
-  return p;
+  return test::spawnProcess(LOOM_COLL_RANK_BINARY, args, env);
 }
 
 // Runs `scenario` on nranks processes with the transport; every one must print "ok".
