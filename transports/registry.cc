@@ -21,13 +21,15 @@ constexpr uint32_t kEnvelopeMagic = 0x4c4d5445;  // "LMTE"
 struct SetupEnvelope {
   uint32_t magic = kEnvelopeMagic;
   int32_t status = loomSuccess;  // else the loomResult_t of the sender's failure
+  int32_t protocol = 0;          // the Protocol this side asked for: both ends must agree
   char transport[16] = {};
   ConnectBlob blob;       // the transport's blob
   char error[1024] = {};  // what failed, when status says so
 };
 
-SetupEnvelope okEnvelope(const Transport& t, const ConnectBlob& blob) {
+SetupEnvelope okEnvelope(const Transport& t, Protocol protocol, const ConnectBlob& blob) {
   SetupEnvelope e;
+  e.protocol = static_cast<int32_t>(protocol);
   std::strncpy(e.transport, t.name(), sizeof(e.transport) - 1);
   e.blob = blob;
   return e;
@@ -57,6 +59,11 @@ SetupEnvelope receiveEnvelope(Comm& comm, const ConnectionRequest& r, uint32_t b
   e.error[sizeof(e.error) - 1] = '\0';
   LOOM_ENFORCE(e.status == loomSuccess, RemoteError, "rank ", r.peer,
                " failed to set up its side of ", link, ": ", e.error);
+  // Checked here, before any transport reads the blob: the blobs of the protocols differ.
+  LOOM_ENFORCE(e.protocol == static_cast<int32_t>(r.protocol), InvalidArgument, link, ": rank ",
+               r.peer, " asked for the ", protocolName(static_cast<Protocol>(e.protocol)),
+               " protocol and rank ", comm.rank(), " for ", protocolName(r.protocol),
+               "; both ends of a connection must request the same protocol");
   return e;
 }
 
@@ -67,6 +74,9 @@ void validate(const Comm& comm, const std::vector<ConnectionRequest>& requests, 
                  "connection request to rank ", r.peer, " from rank ", comm.rank(), " of ",
                  comm.nranks(), ": the peer must be another rank of the communicator");
     checkTagFields(batchTag, r.channel);
+    LOOM_ENFORCE(r.protocol == Protocol::kSimple || r.protocol == Protocol::kLL, InvalidArgument,
+                 "connection request to rank ", r.peer, " with unknown protocol ",
+                 static_cast<int>(r.protocol));
     LOOM_ENFORCE(seen.insert({r.peer, r.channel, r.send}).second, InvalidArgument,
                  "duplicate connection request: ", r.send ? "send to" : "receive from", " rank ",
                  r.peer, " on channel ", r.channel);
@@ -109,7 +119,7 @@ class Batch {
 
  private:
   SetupContext context(const ConnectionRequest& r) {
-    return SetupContext{comm_, r.peer, r.channel, batchTag_};
+    return SetupContext{comm_, r.peer, r.channel, batchTag_, r.protocol};
   }
   Transport& transportFor(int peer) {
     return selectTransport(comm_.rankInfos()[comm_.rank()], comm_.rankInfos()[peer]);
@@ -124,7 +134,7 @@ class Batch {
     ConnectBlob blob;
     pending_[i] = t.setupRecv(context(r), &blob);
     owed_[i] = false;
-    sendEnvelope(r, SetupMessage::kBlob, okEnvelope(t, blob));
+    sendEnvelope(r, SetupMessage::kBlob, okEnvelope(t, r.protocol, blob));
   }
 
   void phaseTwo(size_t i) {
@@ -139,9 +149,9 @@ class Batch {
     out_.sends.push_back(t.connectSend(context(r), in.blob, &ack));
     out_.sendTransport.push_back(t.name());
     owed_[i] = false;
-    sendEnvelope(r, SetupMessage::kAck, okEnvelope(t, ack));
+    sendEnvelope(r, SetupMessage::kAck, okEnvelope(t, r.protocol, ack));
     LOOM_LOG(LogLevel::kInfo, t.logSubsys(), linkText(comm_.rank(), r.peer, r.channel), " via ",
-             t.name(), " (send side)");
+             t.name(), " (send side, ", protocolName(r.protocol), ")");
   }
 
   void phaseThree(size_t i) {
@@ -152,7 +162,7 @@ class Batch {
     Transport& t = transportFor(r.peer);
     out_.recvTransport.push_back(t.name());
     LOOM_LOG(LogLevel::kInfo, t.logSubsys(), linkText(r.peer, comm_.rank(), r.channel), " via ",
-             t.name(), " (receive side)");
+             t.name(), " (receive side, ", protocolName(r.protocol), ")");
   }
 
   // Best effort: a peer that is gone cannot be told, and our own error is the one to report.

@@ -26,10 +26,18 @@ namespace loom::transport {
 // send = true: this rank sends to `peer` on `channel`; false: it receives from `peer`. The
 // requests of the two ends must match (A sends to B on c <-> B receives from A on c); a
 // request without its match shows up as a bootstrap timeout naming the peer.
+//
+// `protocol` must match too; a mismatch fails on both ends with a message naming both choices.
+// A transport without LL (socket) carries an LL request as an ordinary connection: LL only
+// pays off where the receiver can poll the sender's stores directly, i.e. in shared memory.
+// The protocol is not part of a connection's identity (nor of its bootstrap tags, tags.h):
+// a Simple and an LL connection between the same pair need different channel ids, e.g. LL on
+// channel kMaxChannels / 2 + c. Reusing (peer, channel, send) is a duplicate request.
 struct ConnectionRequest {
   int peer;
   int channel;
   bool send;
+  Protocol protocol = Protocol::kSimple;
 };
 
 // The connections of a batch: sends[i] is the i-th send request in the order given, recvs[i]

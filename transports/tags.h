@@ -11,7 +11,9 @@
 // for the pair (A, B) on channel c, A's listener sees B's blob of A -> B and B's ack of B -> A,
 // which the kind field tells apart. Data connections are a different Hello kind, so their tags
 // may reuse the message values. Two batches, or two channels of one batch, never share a tag,
-// so ranks that are a batch apart cannot take each other's messages.
+// so ranks that are a batch apart cannot take each other's messages. The wire protocol
+// (Simple or LL) has no bits here: callers give LL connections their own channel ids
+// (registry.h), which keeps every channel's tags unique without shrinking the batch field.
 #pragma once
 
 #include <cstdint>

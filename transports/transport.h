@@ -33,6 +33,16 @@ namespace loom::transport {
 // previous steps without letting a slow receiver pin much memory.
 inline constexpr int kSlots = 8;
 
+// How a connection's bytes are laid out in the shared memory (DESIGN.md: wire and memory
+// protocols). kSimple: bulk slots published by head/tail counters with release/acquire (the
+// only protocol the socket transport has). kLL: every 8-byte word carries 4 bytes of data and
+// a 4-byte flag, so the receiver sees data as soon as each word lands, with no fence and no
+// counter round trip; small slots, for small messages (shm/ll_connection.h). Both look the
+// same through SendConnection/RecvConnection, so primitives never know which they use.
+enum class Protocol : uint8_t { kSimple = 0, kLL = 1 };
+
+inline const char* protocolName(Protocol p) { return p == Protocol::kLL ? "LL" : "Simple"; }
+
 // Fixed-size opaque setup message (bootstrap messages have exact sizes).
 struct ConnectBlob {
   uint8_t bytes[256] = {};

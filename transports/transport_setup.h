@@ -26,6 +26,7 @@ struct SetupContext {
   int peer;
   int channel;
   uint32_t batchTag;  // data connections use dataTag(batchTag, channel, stream) (tags.h)
+  Protocol protocol = Protocol::kSimple;  // a transport without LL ignores it (registry.h)
 };
 
 // A receiver between phases 1 and 3: holds what it created until the sender has attached.

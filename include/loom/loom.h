@@ -136,7 +136,11 @@ typedef enum {
   loomBfloat16 = 9,
   loomFloat8e4m3 = 10,
   loomFloat8e5m2 = 11,
-  loomNumTypes = 12
+  loomNumTypes = 12,
+  /* Not types: they give the enum the whole int range, so any value a caller passes is
+   * well-defined and reported as loomInvalidArgument. */
+  loomDataTypeEnumMin = -2147483647 - 1,
+  loomDataTypeEnumMax = 0x7fffffff
 } loomDataType_t;
 
 /** Reduction operations. Values match NCCL's ncclRedOp_t. */
@@ -147,7 +151,11 @@ typedef enum {
   loomMin = 3,
   loomAvg = 4, /**< sum / nranks; integer types divide (truncating) after the sum */
   loomNumOps = 5,
-  loomMaxRedOp = 0x7fffffff
+  /* loomRedOpCreatePreMulSum returns values from loomNumOps up. These two give the enum the
+   * whole int range (as NCCL's ncclMaxRedOp does), so any value a caller passes is
+   * well-defined and reported as loomInvalidArgument. */
+  loomMaxRedOp = 0x7fffffff,
+  loomRedOpEnumMin = -2147483647 - 1
 } loomRedOp_t;
 
 /** Writes LOOM_VERSION_CODE of the library actually loaded into *version. */
@@ -316,7 +324,12 @@ LOOM_API loomResult_t loomGroupStart(void);
 LOOM_API loomResult_t loomGroupEnd(void);
 
 /** Where the scalar of loomRedOpCreatePreMulSum lives. */
-typedef enum { loomScalarDevice = 0, loomScalarHostImmediate = 1 } loomScalarResidence_t;
+typedef enum {
+  loomScalarDevice = 0,
+  loomScalarHostImmediate = 1,
+  loomScalarResidenceEnumMin = -2147483647 - 1, /* range markers, not residences */
+  loomScalarResidenceEnumMax = 0x7fffffff
+} loomScalarResidence_t;
 /** Creates a reduction op that multiplies every input by *scalar (of type datatype) before
  * summing. For loomScalarHostImmediate the value is read now; for loomScalarDevice it is read
  * when each operation runs. Valid for `comm` until loomRedOpDestroy(). */

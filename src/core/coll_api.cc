@@ -13,6 +13,7 @@
 #include "src/core/comm_registry.h"
 #include "src/core/executor.h"
 #include "src/core/host_stream.h"
+#include "src/core/planner.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 
@@ -116,6 +117,9 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     bool reduces = op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
                    op.kind == CollKind::kReduceScatter;
     if (reduces) resolveReduction(op, userOp);
+    // Bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is involved.
+    chooseAlgorithm(op);
+    chooseProtocol(op);
     PendingOp pending{std::move(op), nullptr};
     if (streamHandle != nullptr) {
       pending.stream = findStream(streamHandle);

@@ -12,6 +12,7 @@
 #include "src/core/host_id.h"
 #include "src/core/host_stream.h"
 #include "src/core/logging.h"
+#include "src/core/planner.h"
 #include "transports/registry.h"
 
 namespace loom {
@@ -237,7 +238,9 @@ void Comm::connect(const std::vector<ConnectionKey>& wanted) {
   }
   std::vector<transport::ConnectionRequest> requests;
   for (const ConnectionKey& k : missing)
-    requests.push_back(transport::ConnectionRequest{k.peer, k.channel, k.send});
+    requests.push_back(transport::ConnectionRequest{
+        k.peer, k.channel, k.send,
+        k.channel >= kLLChannelOffset ? transport::Protocol::kLL : transport::Protocol::kSimple});
   if (requests.empty()) return;
   std::lock_guard<std::mutex> lock(opMutex_);
   ScopedLogContext context(describe());

@@ -29,6 +29,11 @@ size_t chunkElements(size_t slotBytes, size_t elemSize, size_t align) {
 
 int treeChannel(int tree, int channel) { return kTreeChannelBase + 16 * tree + channel; }
 
+// Every connection id of `op` is shifted when it uses LL.
+int protocolOffset(const CollOp& op) {
+  return chooseProtocol(op) == transport::Protocol::kLL ? kLLChannelOffset : 0;
+}
+
 }  // namespace
 
 const char* algorithmName(Algorithm a) {
@@ -60,10 +65,24 @@ Algorithm chooseAlgorithm(const CollOp& op) {
                                                                            : Algorithm::kRing;
 }
 
+transport::Protocol chooseProtocol(const CollOp& op) {
+  std::string forced = envString(EnvVar::LOOM_PROTO);
+  if (forced == "simple") return transport::Protocol::kSimple;
+  if (forced == "ll") return transport::Protocol::kLL;
+  LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_PROTO='", forced,
+               "' is not a protocol; use simple or ll (or unset it)");
+  const size_t bytes = op.count * dataTypeSize(op.type);
+  return static_cast<int64_t>(bytes) <= envInt(EnvVar::LOOM_LL_THRESHOLD)
+             ? transport::Protocol::kLL
+             : transport::Protocol::kSimple;
+}
+
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {
   Comm& c = *op.comm;
   const int n = c.nranks(), me = c.rank();
   if (n == 1) return;
+  const int off = protocolOffset(op);
+  const size_t first = out.size();
   switch (chooseAlgorithm(op)) {
     case Algorithm::kRing:
     case Algorithm::kChain: {
@@ -73,7 +92,7 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
         out.push_back({next, ch, true});
         out.push_back({prev, ch, false});
       }
-      return;
+      break;
     }
     case Algorithm::kTree:
       for (int t = 0; t < 2; ++t) {
@@ -91,7 +110,7 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
           }
         }
       }
-      return;
+      break;
     case Algorithm::kDirect:
       if (op.kind == CollKind::kSend && op.peer != me) out.push_back({op.peer, kP2pChannel, true});
       if (op.kind == CollKind::kRecv && op.peer != me) out.push_back({op.peer, kP2pChannel, false});
@@ -102,8 +121,9 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
           out.push_back({p, kP2pChannel, false});
         }
       }
-      return;
+      break;
   }
+  for (size_t i = first; i < out.size(); ++i) out[i].channel += off;
 }
 
 namespace {
@@ -114,6 +134,7 @@ struct Planner {
   std::vector<std::unique_ptr<PrimTask>>& tasks;
   std::string name;
   size_t elem, align;
+  int off;  // protocolOffset(op)
 
   PrimTask* add(std::unique_ptr<StepSource> steps, const TaskLinks& links, const std::string& label,
                 const PrimTask* gate = nullptr) {
@@ -122,8 +143,8 @@ struct Planner {
   }
   TaskLinks ringLinks(int sendTo, int recvFrom, int channel) {
     TaskLinks l;
-    if (sendTo >= 0) l.addSend(c.sendConnection(sendTo, channel), sendTo);
-    if (recvFrom >= 0) l.addRecv(c.recvConnection(recvFrom, channel), recvFrom);
+    if (sendTo >= 0) l.addSend(c.sendConnection(sendTo, channel + off), sendTo);
+    if (recvFrom >= 0) l.addRecv(c.recvConnection(recvFrom, channel + off), recvFrom);
     return l;
   }
   size_t chunkFor(transport::SendConnection* conn) {
@@ -136,7 +157,7 @@ struct Planner {
     const int next = n > 1 ? c.ringOrder()[(place.pos + 1) % n] : -1;
     const int prev = n > 1 ? c.ringOrder()[(place.pos + n - 1) % n] : -1;
     for (int ch = 0; ch < c.channels(); ++ch) {
-      const size_t chunk = chunkFor(n > 1 ? c.sendConnection(next, ch) : nullptr);
+      const size_t chunk = chunkFor(n > 1 ? c.sendConnection(next, ch + off) : nullptr);
       const std::string label = strCat(name, " (", algorithmName(algorithm), ") channel ", ch);
       algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
       switch (op.kind) {
@@ -173,7 +194,7 @@ struct Planner {
       algo::TreePrims prims = algo::treeAllReducePrims(links, op.sendbuff == op.recvbuff);
       algo::Range half = algo::treeAllReduceHalf(op.count, t, align);
       for (int ch = 0; ch < c.channels(); ++ch) {
-        const int id = treeChannel(t, ch);
+        const int id = treeChannel(t, ch) + off;
         TaskLinks up, down;
         if (links.parent >= 0) {
           up.addSend(c.sendConnection(links.parent, id), links.parent);
@@ -235,8 +256,13 @@ struct Planner {
 void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks) {
   Comm& c = *op.comm;
   const size_t elem = dataTypeSize(op.type);
-  Planner p{
-      op, c, tasks, strCat(collName(op.kind), " #", number), elem, std::max<size_t>(1, 64 / elem)};
+  Planner p{op,
+            c,
+            tasks,
+            strCat(collName(op.kind), " #", number),
+            elem,
+            std::max<size_t>(1, 64 / elem),
+            protocolOffset(op)};
   Algorithm a = chooseAlgorithm(op);
   if (a == Algorithm::kTree) {
     p.tree();
@@ -244,8 +270,8 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
     size_t slot = kLocalChunkBytes;
     if (c.nranks() > 1) {
       int peer = op.kind == CollKind::kAlltoAll ? (c.rank() + 1) % c.nranks() : op.peer;
-      slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, kP2pChannel)->slotBytes()
-                                        : c.sendConnection(peer, kP2pChannel)->slotBytes();
+      slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, kP2pChannel + p.off)->slotBytes()
+                                        : c.sendConnection(peer, kP2pChannel + p.off)->slotBytes();
     }
     p.direct(slot);
   } else {

@@ -1,6 +1,9 @@
 // Turns operations into PrimTasks for one rank: which algorithm (ring, chain, double binary
 // tree, pairwise), which connections (peer, channel, direction), and the step walk of each task.
 //
+// Protocol: LL (data and flag in one 8-byte word: one cache line to poll instead of a counter
+// and the data) for calls up to LOOM_LL_THRESHOLD bytes per rank, Simple above; LOOM_PROTO
+// overrides.
 // Algorithm choice until the topology-aware tuner lands (LOOM_ALGO overrides): AllReduce
 // uses the double binary tree when it has more than 2 ranks and at most LOOM_TREE_THRESHOLD
 // bytes (fewer hops: 2 log2(n) instead of 2(n - 1)), the ring otherwise; AllGather and
@@ -21,9 +24,16 @@ enum class Algorithm { kRing, kTree, kChain, kDirect };
 const char* algorithmName(Algorithm a);
 Algorithm chooseAlgorithm(const CollOp& op);
 
-// Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, point-to-point 64.
+// Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, point-to-point 64;
+// the LL protocol uses the same ids plus kLLChannelOffset (its own connections: the memory
+// layout differs).
 inline constexpr int kTreeChannelBase = 32;
 inline constexpr int kP2pChannel = 64;
+inline constexpr int kLLChannelOffset = 128;
+
+// Simple, or LL for small messages: LOOM_PROTO overrides; by default LL up to
+// LOOM_LL_THRESHOLD bytes per rank (LL only changes anything over shared memory).
+transport::Protocol chooseProtocol(const CollOp& op);
 
 // The connections `op` needs on this rank (the peers' requests match them).
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out);

@@ -108,6 +108,33 @@ TEST_P(TransportProcess, StreamsBetweenProcesses) {
   }
 }
 
+// As above with LL connections (channels 2 and 3) beside the Simple ones, all streaming at
+// once; socket carries the LL requests as ordinary connections.
+TEST_P(TransportProcess, StreamsSimpleAndLLBetweenProcesses) {
+  TempDir logs;
+  ASSERT_FALSE(logs.path().empty());
+  std::vector<std::string> env{"LOOM_TRANSPORT=" + GetParam(),
+                               "LOOM_BUFFSIZE=65536",
+                               "LOOM_TIMEOUT=60",
+                               "LOOM_DEBUG=INFO",
+                               "LOOM_DEBUG_SUBSYS=SHM,NET",
+                               "LOOM_DEBUG_FILE=" + logs.path() + "/rank.%p"};
+  std::vector<Finished> done = runRanks("mixed", 2, {env, env});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(done[r].code, std::optional<int>(0)) << "rank " << r << ": " << done[r].output;
+    EXPECT_NE(done[r].output.find("ok"), std::string::npos) << done[r].output;
+  }
+  const std::string log = logs.readAll();
+  for (int c = 0; c < 4; ++c) {
+    const std::string how = strCat(" via ", GetParam(), " (send side, ", c < 2 ? "Simple" : "LL");
+    for (const char* link : {"rank 0 -> rank 1 channel ", "rank 1 -> rank 0 channel "}) {
+      EXPECT_NE(log.find(strCat(link, c, how)), std::string::npos)
+          << link << c << how << " missing in the log:\n"
+          << log;
+    }
+  }
+}
+
 // This process is rank 0 and the peer a process that is SIGKILLed once connected. Nothing may
 // leak into /dev/shm, and for socket the dead peer must surface as a RemoteError naming it.
 TEST_P(TransportProcess, PeerKilledAfterSetup) {

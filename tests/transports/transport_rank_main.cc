@@ -6,6 +6,7 @@
 // "fail <code> <message>" and exits 10 + the loomResult_t code. The environment (set by the
 // test) chooses the transport. Scenarios, all on a ring (send to rank+1, receive from rank-1):
 //   stream   2 channels, 1000 steps checked byte by byte, then finalize
+//   mixed    as stream, on 2 Simple channels and 2 LL channels (2, 3) at once
 //   connect  1 channel; print "via <transport>" for every connection, then finalize
 //   hold     1 channel; print "connected" and wait to be killed (a crash after setup)
 #include <unistd.h>
@@ -35,9 +36,14 @@ void say(const std::string& line) {
 
 void run(const std::string& scenario, loom::Comm& comm) {
   using namespace loom::transport;
-  std::vector<ConnectionRequest> requests = test::ringRequests(comm, scenario == "stream" ? 2 : 1);
+  std::vector<ConnectionRequest> requests =
+      test::ringRequests(comm, scenario == "stream" || scenario == "mixed" ? 2 : 1);
+  if (scenario == "mixed") {
+    for (const ConnectionRequest& r : test::ringRequests(comm, 2, Protocol::kLL, 2))
+      requests.push_back(r);
+  }
   Connections conns = connectAll(comm, requests, /*batchTag=*/1);
-  if (scenario == "stream") {
+  if (scenario == "stream" || scenario == "mixed") {
     std::string error = test::exchange(comm, requests, conns, 1000);
     if (!error.empty()) fail(loomInternalError, error);
   } else if (scenario == "connect") {

@@ -48,7 +48,7 @@ bool postOne(SendSide& s) {
   if (slot == nullptr) return false;
   size_t n = stepBytes(s.conn->slotBytes(), s.sender, s.channel, s.next);
   fillStep(slot, n, s.sender, s.channel, s.next);
-  s.conn->post(n);
+  s.conn->post(n, stepTag(s.sender, s.channel, s.next));
   ++s.next;
   return true;
 }
@@ -108,12 +108,17 @@ std::string checkStep(const void* data, size_t bytes, int sender, int channel, u
   return "";
 }
 
-std::vector<ConnectionRequest> ringRequests(const Comm& comm, int channels) {
+uint32_t stepTag(int sender, int channel, uint64_t step) {
+  return static_cast<uint32_t>(seedOf(sender, channel, step) >> 32);
+}
+
+std::vector<ConnectionRequest> ringRequests(const Comm& comm, int channels, Protocol protocol,
+                                            int firstChannel) {
   const int n = comm.nranks(), r = comm.rank();
   std::vector<ConnectionRequest> requests;
-  for (int c = 0; c < channels; ++c) {
-    requests.push_back({(r + 1) % n, c, true});
-    requests.push_back({(r + n - 1) % n, c, false});
+  for (int c = firstChannel; c < firstChannel + channels; ++c) {
+    requests.push_back({(r + 1) % n, c, true, protocol});
+    requests.push_back({(r + n - 1) % n, c, false, protocol});
   }
   return requests;
 }
@@ -154,13 +159,17 @@ std::string exchange(Comm& comm, const std::vector<ConnectionRequest>& requests,
       busy = true;
       moved |= r.conn->progress();  // only while waiting: see SocketRecvConnection::progress
       size_t bytes = 0;
-      const void* data = r.conn->tryReceive(&bytes);
+      uint32_t tag = 0;
+      const void* data = r.conn->tryReceive(&bytes, &tag);
       if (data == nullptr) continue;
       moved = true;
       size_t want = stepBytes(r.conn->slotBytes(), r.sender, r.channel, r.next);
       if (bytes != want)
         return strCat("rank ", r.sender, " channel ", r.channel, " step ", r.next, ": ", bytes,
                       " bytes arrived, ", want, " expected");
+      if (tag != stepTag(r.sender, r.channel, r.next))
+        return strCat("rank ", r.sender, " channel ", r.channel, " step ", r.next, ": tag ", tag,
+                      " arrived, ", stepTag(r.sender, r.channel, r.next), " expected");
       std::string bad = checkStep(data, bytes, r.sender, r.channel, r.next);
       if (!bad.empty()) return bad;
       r.conn->release();

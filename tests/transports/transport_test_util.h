@@ -20,12 +20,18 @@ size_t stepBytes(size_t slotBytes, int sender, int channel, uint64_t step);
 void fillStep(void* data, size_t bytes, int sender, int channel, uint64_t step);
 std::string checkStep(const void* data, size_t bytes, int sender, int channel, uint64_t step);
 
-// The requests of a ring: on every channel, send to rank+1 and receive from rank-1.
-std::vector<ConnectionRequest> ringRequests(const Comm& comm, int channels);
+// The tag that travels with step `step` of (sender, channel): exchange checks it arrives.
+uint32_t stepTag(int sender, int channel, uint64_t step);
+
+// The requests of a ring: on `channels` channels from `firstChannel` on, send to rank+1 and
+// receive from rank-1, all with `protocol`.
+std::vector<ConnectionRequest> ringRequests(const Comm& comm, int channels,
+                                            Protocol protocol = Protocol::kSimple,
+                                            int firstChannel = 0);
 
 // Streams `steps` steps over every connection of `conns` (made from `requests`) and checks
-// every byte received, driving progress() on all of them. First it posts kSlots steps on each
-// send connection and checks that a further tryAcquire fails (the sender never has more than
+// every byte and tag received, driving progress() on all of them. First it posts kSlots steps on
+// each send connection and checks that a further tryAcquire fails (the sender never has more than
 // kSlots in flight), then meets the other ranks at a bootstrap barrier so no receiver has
 // released anything yet. Returns "" on success, else what went wrong; transport errors throw.
 // Gives up after `limit`.

@@ -12,6 +12,7 @@ target_compile_definitions(loom_transport_test_rank PRIVATE
   LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_transport_test_rank>")
 
 add_executable(loom_transport_tests
+  ${loom_transport_test_dir}/ll_test.cc
   ${loom_transport_test_dir}/ring_test.cc
   ${loom_transport_test_dir}/process_test.cc
   ${loom_transport_test_dir}/setup_test.cc

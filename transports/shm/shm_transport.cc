@@ -6,6 +6,7 @@
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/logging.h"
+#include "transports/shm/ll_connection.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/slot_ring.h"
 
@@ -163,6 +164,7 @@ std::string ShmTransport::whyNot(const RankInfo& self, const RankInfo& peer) con
 }
 
 std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, ConnectBlob* blob) {
+  if (ctx.protocol == Protocol::kLL) return shm::setupLLRecv(ctx, blob);
   size_t slotBytes = slotBytesFromEnv();
   shm::ShmSegment segment = shm::ShmSegment::create(segmentBytesFor(slotBytes));
   new (segment.data()) RingControl();  // the counters start at zero; the sender only attaches
@@ -179,6 +181,7 @@ std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, Co
 std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ctx,
                                                           const ConnectBlob& blob,
                                                           ConnectBlob* ack) {
+  if (ctx.protocol == Protocol::kLL) return shm::connectLLSend(ctx, blob, ack);
   auto b = fromBlob<ShmBlob>(blob);
   b.name[sizeof(b.name) - 1] = '\0';
   LOOM_ENFORCE(b.magic == kBlobMagic && b.slots == kSlots && b.slotBytes > 0 &&

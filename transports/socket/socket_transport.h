@@ -7,6 +7,10 @@
 // listener and acknowledges (phase 2); the receiver takes the streams off its listener, where
 // they have been waiting (phase 3). No phase waits on a peer that is waiting itself: the
 // connects complete against the listener's backlog before the receiver accepts.
+//
+// Every connection is Simple: an LL request (ctx.protocol) gets the same socket connection.
+// LL saves the counter round trip of a receiver polling shared memory; over TCP each slot is
+// one message anyway, and a flag per 4 bytes would only double the bytes on the wire.
 #pragma once
 
 #include "transports/transport_setup.h"

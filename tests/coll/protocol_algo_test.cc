@@ -1,0 +1,74 @@
+// Every protocol and algorithm choice, forced, on the same checks as the default sweeps: LL
+// for large calls and Simple for small ones (which the defaults never pick), and the double
+// binary tree for large AllReduces and 2 ranks (which the default never picks).
+#include <gtest/gtest.h>
+
+#include "tests/coll/coll_harness.h"
+#include "tests/test_util.h"
+
+namespace loom::colltest {
+namespace {
+
+struct Forced {
+  const char* proto;  // LOOM_PROTO
+  const char* algo;   // LOOM_ALGO ("" leaves the default)
+};
+
+class ForcedChoices : public ::testing::TestWithParam<std::tuple<Forced, int>> {};
+
+TEST_P(ForcedChoices, AllReduceEveryTypeAndOp) {
+  auto [forced, nranks] = GetParam();
+  test::ScopedEnv proto("LOOM_PROTO", forced.proto);
+  std::optional<test::ScopedEnv> algo;
+  if (forced.algo[0] != '\0') algo.emplace("LOOM_ALGO", forced.algo);
+  Matrix m;
+  m.counts = {1, 7, 5003};  // 5003 x 8 bytes spans several LL slots
+  m.salt = 700 + nranks;
+  checkMatrix(nranks, Transport::kDefault, m);
+}
+
+TEST_P(ForcedChoices, OtherCollectivesFloat32AndInt8) {
+  auto [forced, nranks] = GetParam();
+  test::ScopedEnv proto("LOOM_PROTO", forced.proto);
+  std::optional<test::ScopedEnv> algo;
+  if (forced.algo[0] != '\0') algo.emplace("LOOM_ALGO", forced.algo);
+  for (Kind kind :
+       {Kind::kAllGather, Kind::kReduceScatter, Kind::kBroadcast, Kind::kReduce, Kind::kAlltoAll}) {
+    Matrix m;
+    m.kind = kind;
+    m.types = {loomFloat32, loomInt8};
+    m.ops = {Op::kSum, Op::kMax};
+    m.counts = {1, 3001};
+    m.salt = 800 + nranks;
+    checkMatrix(nranks, Transport::kDefault, m);
+  }
+}
+
+std::string forcedName(const ::testing::TestParamInfo<std::tuple<Forced, int>>& info) {
+  const Forced& f = std::get<0>(info.param);
+  return std::string(f.proto) + (f.algo[0] ? std::string("_") + f.algo : "") + "_" +
+         std::to_string(std::get<1>(info.param)) + "ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forced, ForcedChoices,
+    ::testing::Combine(::testing::Values(Forced{"ll", ""}, Forced{"simple", ""},
+                                         Forced{"ll", "tree"}, Forced{"simple", "tree"},
+                                         Forced{"ll", "ring"}),
+                       ::testing::Values(2, 3, 7)),
+    forcedName);
+
+TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmIsInvalidArgument) {
+  CommSet comms(2);
+  ASSERT_TRUE(comms.ok());
+  std::vector<float> in(4, 1), out(4);
+  {
+    test::ScopedEnv proto("LOOM_PROTO", "carrier-pigeon");
+    EXPECT_EQ(loomAllReduce(in.data(), out.data(), 4, loomFloat32, loomSum, comms[0], nullptr),
+              loomInvalidArgument);
+    EXPECT_NE(std::string(loomGetLastError(comms[0])).find("LOOM_PROTO"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace loom::colltest

@@ -1,0 +1,51 @@
+// The LL ("low latency") protocol over shared memory, behind the same SendConnection and
+// RecvConnection as Simple (transport.h), so the primitives do not change.
+//
+// Why. Simple publishes a slot with a release store of tail and the receiver must load tail
+// before it may touch the data: on small messages the two cache-line round trips (data, then
+// counter) dominate. LL puts a 4-byte flag next to every 4 bytes of data in one 8-byte word,
+// stored with a single 64-bit atomic store: a word whose flag is right carries valid data by
+// itself, so the receiver needs no counter and no fence (relaxed atomics; the flag is the
+// synchronisation, which also holds on weakly ordered CPUs). The price is half the memory and
+// bandwidth, so LL is for small messages.
+//
+// Layout of the segment (created by the receiver, mapped by the sender, unlinked after the
+// ack, like Simple): a control page whose first cache line holds head (the receiver's
+// released steps, the only counter: flow control is Simple's, at most kSlots steps ahead),
+// then kSlots slots of kLLSlotRawBytes. A slot is one header line (word 0: byte count, word 1:
+// tag) followed by kLLSlotBytes / 4 data words: 64 KiB of LL data words per connection, 4 KiB
+// of payload per step. The size is fixed, not LOOM_BUFFSIZE: LL only pays off for messages
+// this small, so larger ones belong on Simple (the planner's choice, not the transport's).
+//
+// Flags. Every word of step s carries flag uint32(s + 1): never 0 on a slot's first use, so
+// a zeroed segment is never mistaken for data, and different from the flag of the step that
+// used the slot before. A word past the byte count of recent steps keeps an old flag; to keep
+// any such word from matching again when the 32-bit flag wraps, the sender writes every word
+// of a slot on the first kSlots steps of each kLLRefreshSteps (see post()).
+//
+// The sender packs from a private, pre-touched staging buffer (tryAcquire hands it out) and
+// the receiver unpacks into another (tryReceive hands it out): the executor's reduceCopy works
+// on plain memory either way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "transports/slot_ring.h"
+#include "transports/transport_setup.h"
+
+namespace loom::transport::shm {
+
+inline constexpr size_t kLLSlotBytes = 4096;          // payload per step
+inline constexpr size_t kLLHeaderBytes = kCacheLine;  // words 0 and 1, then padding
+inline constexpr size_t kLLSlotRawBytes = kLLHeaderBytes + 2 * kLLSlotBytes;
+inline constexpr size_t kLLSegmentBytes = kPageBytes + kSlots * kLLSlotRawBytes;
+inline constexpr uint64_t kLLRefreshSteps = uint64_t{1} << 30;
+
+// Phase 1 and phase 2 of an LL connection (ShmTransport calls them when ctx.protocol is kLL).
+std::unique_ptr<PendingRecv> setupLLRecv(const SetupContext& ctx, ConnectBlob* blob);
+std::unique_ptr<SendConnection> connectLLSend(const SetupContext& ctx, const ConnectBlob& blob,
+                                              ConnectBlob* ack);
+
+}  // namespace loom::transport::shm
