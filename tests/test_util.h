@@ -59,6 +59,26 @@ class ScopedEnv {
 // A free TCP port on loopback (bound then released: a small race is acceptable in tests).
 int freePort();
 
+// Runs `fn`, expects it to throw E (or a subclass), and returns the message; any other outcome
+// fails the test.
+template <typename E, typename Fn>
+std::string messageOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a different exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace loom::test
 
 // Checks a loom call and prints loomGetLastError on failure.

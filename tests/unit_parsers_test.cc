@@ -23,24 +23,8 @@ namespace {
 
 using test::ScopedEnv;
 
-// Runs `fn`, expects it to throw exactly E (or a subclass), and returns the message.
-template <typename E, typename Fn>
-std::string messageOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a different exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::contains;
+using test::messageOf;
 
 // Unsets an environment variable for the scope (ScopedEnv can only set one).
 class ScopedUnsetEnv {

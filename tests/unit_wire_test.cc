@@ -32,23 +32,8 @@ using namespace std::chrono_literals;
 // Generous: loopback transfers take microseconds; these only stop a broken test from hanging.
 Deadline soon() { return Deadline::after(10s); }
 
-template <typename E, typename Fn>
-std::string messageOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a different exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::contains;
+using test::messageOf;
 
 SocketAddress loopback0() { return SocketAddress::parse("127.0.0.1:0"); }
 

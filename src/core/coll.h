@@ -10,6 +10,7 @@
 
 #include "loom/loom.h"
 #include "src/kernels/reduce_copy_args.h"
+#include "transports/transport.h"
 
 namespace loom {
 
@@ -28,6 +29,9 @@ enum class CollKind {
 
 const char* collName(CollKind kind);
 
+// How a call is carried out; chosen once per call by the planner's rules (planner.h).
+enum class Algorithm { kRing, kTree, kChain, kDirect };
+
 struct CollOp {
   CollKind kind = CollKind::kAllReduce;
   std::shared_ptr<Comm> comm;
@@ -41,6 +45,8 @@ struct CollOp {
   const void* deviceScalar = nullptr;        // loomScalarDevice: read when the op runs
   int root = 0;                              // Broadcast, Reduce
   int peer = -1;                             // Send, Recv
+  Algorithm algorithm = Algorithm::kRing;    // set at submission (chooseAlgorithm)
+  transport::Protocol protocol = transport::Protocol::kSimple;  // likewise (chooseProtocol)
 };
 
 // Checks every argument against the communicator (types, ops, roots, peers, null buffers with

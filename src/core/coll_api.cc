@@ -117,9 +117,10 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     bool reduces = op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
                    op.kind == CollKind::kReduceScatter;
     if (reduces) resolveReduction(op, userOp);
-    // Bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is involved.
-    chooseAlgorithm(op);
-    chooseProtocol(op);
+    // Chosen once per call; bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is
+    // involved.
+    op.algorithm = chooseAlgorithm(op);
+    op.protocol = chooseProtocol(op);
     PendingOp pending{std::move(op), nullptr};
     if (streamHandle != nullptr) {
       pending.stream = findStream(streamHandle);

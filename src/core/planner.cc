@@ -31,7 +31,7 @@ int treeChannel(int tree, int channel) { return kTreeChannelBase + 16 * tree + c
 
 // Every connection id of `op` is shifted when it uses LL.
 int protocolOffset(const CollOp& op) {
-  return chooseProtocol(op) == transport::Protocol::kLL ? kLLChannelOffset : 0;
+  return op.protocol == transport::Protocol::kLL ? kLLChannelOffset : 0;
 }
 
 }  // namespace
@@ -83,7 +83,7 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
   if (n == 1) return;
   const int off = protocolOffset(op);
   const size_t first = out.size();
-  switch (chooseAlgorithm(op)) {
+  switch (op.algorithm) {
     case Algorithm::kRing:
     case Algorithm::kChain: {
       const auto& order = c.ringOrder();
@@ -263,7 +263,7 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
             elem,
             std::max<size_t>(1, 64 / elem),
             protocolOffset(op)};
-  Algorithm a = chooseAlgorithm(op);
+  Algorithm a = op.algorithm;
   if (a == Algorithm::kTree) {
     p.tree();
   } else if (a == Algorithm::kDirect) {

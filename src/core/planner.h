@@ -20,7 +20,6 @@
 
 namespace loom {
 
-enum class Algorithm { kRing, kTree, kChain, kDirect };
 const char* algorithmName(Algorithm a);
 Algorithm chooseAlgorithm(const CollOp& op);
 
