@@ -12,8 +12,6 @@
 namespace loom::test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 loomConfig_t withTimeout(int ms, int blocking = 1) {
   loomConfig_t config = LOOM_CONFIG_INITIALIZER;
   config.timeoutMs = ms;
@@ -65,7 +63,6 @@ TEST(Fault, AbortFromAnotherThreadUnblocksBlockingInit) {
   std::atomic<bool> returned{false};
   loomResult_t result = loomSuccess;
   std::string message;
-  auto start = Clock::now();
   std::thread initThread([&] {
     loomConfig_t config = withTimeout(60000);  // rank 1 never comes; only abort ends this
     result = loomCommInitRankConfig(&comm, 2, id, 0, &config);
@@ -82,7 +79,6 @@ TEST(Fault, AbortFromAnotherThreadUnblocksBlockingInit) {
   EXPECT_FALSE(returned.load()) << "init should still be waiting for rank 1";
   EXPECT_EQ(loomCommAbort(handle), loomSuccess) << loomGetLastError(nullptr);
   initThread.join();
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(result, loomInvalidUsage);
   EXPECT_NE(message.find("aborted"), std::string::npos) << message;
   // The handle is gone: using it again is reported, not a crash.
@@ -98,9 +94,7 @@ TEST(Fault, AbortNonBlockingInit) {
   loomResult_t state = loomSuccess;
   ASSERT_LOOM_OK(loomCommGetAsyncError(comm, &state));
   EXPECT_EQ(state, loomInProgress);
-  auto start = Clock::now();
   EXPECT_EQ(loomCommAbort(comm), loomSuccess);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(loomCommGetAsyncError(comm, &state), loomInvalidArgument);
 }
 
