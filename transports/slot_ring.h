@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "transports/transport.h"
+#include "transports/wait.h"
 
 namespace loom::transport {
 
@@ -25,6 +26,10 @@ struct RingControl {
   // Byte count of each slot: written by the sender before it publishes tail, read by the
   // receiver after it loads tail (acquire), so the counter orders it like the data.
   alignas(kCacheLine) uint64_t bytes[kSlots] = {};
+  // The receiver sleeps on dataBell until the sender posts, the sender on spaceBell until the
+  // receiver releases (wait.h). Own lines: the flags are read by every post and release.
+  alignas(kCacheLine) Doorbell dataBell;
+  alignas(kCacheLine) Doorbell spaceBell;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 

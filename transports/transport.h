@@ -27,6 +27,8 @@
 #include <memory>
 #include <string>
 
+#include "transports/wait.h"
+
 namespace loom::transport {
 
 // Slots in flight per connection: enough to pipeline a reduceCopy with the transfer of the
@@ -63,6 +65,10 @@ class SendConnection {
   // True when every posted slot has left this side (its memory may be reused or freed).
   virtual bool drained() const = 0;
   virtual size_t slotBytes() const = 0;
+  // Before the executor sleeps because tryAcquire() found no free slot (or drained() is
+  // false): adds what to sleep on to `set` and re-checks (wait.h). kReady: a slot is free now,
+  // do not sleep. kUnsupported: this connection cannot wake a sleeper; nap briefly instead.
+  virtual WaitArm armWait(WaitSet& set) = 0;
 };
 
 class RecvConnection {
@@ -77,6 +83,8 @@ class RecvConnection {
   // RemoteError when the peer is gone.
   virtual bool progress() = 0;
   virtual size_t slotBytes() const = 0;
+  // As SendConnection::armWait, for a tryReceive() that found no data.
+  virtual WaitArm armWait(WaitSet& set) = 0;
 };
 
 }  // namespace loom::transport

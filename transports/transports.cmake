@@ -8,4 +8,5 @@ list(APPEND loom_sources
   transports/shm/shm_transport.cc
   transports/socket/socket_connection.cc
   transports/socket/socket_transport.cc
+  transports/wait.cc
 )

@@ -14,6 +14,7 @@
 #include "src/core/planner.h"
 #include "src/core/schedules.h"
 #include "src/kernels/datatype_traits.h"
+#include "transports/wait.h"
 
 namespace loom {
 namespace {
@@ -21,23 +22,46 @@ namespace {
 using algo::Prim;
 using Clock = std::chrono::steady_clock;
 
-// Waiting policy when nothing moved: spin, then yield, then nap, resetting on progress.
+// Waiting policy when a pass over the tasks moved nothing (transports/wait.h says why):
+// spin a few microseconds (a peer on another core usually answers within that), then yield
+// (a peer waiting for this core gets it), then sleep until a connection the blocked tasks wait
+// on can move. Every sleep is bounded so aborts and deadlines are still checked.
 class Backoff {
  public:
-  void idle() {
-    ++idle_;
-    if (idle_ < 200) {
-      for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
-    } else if (idle_ < 2000) {
+  static constexpr auto kSpin = std::chrono::microseconds(4);
+  static constexpr auto kYield = std::chrono::microseconds(60);
+  static constexpr auto kMaxSleep = std::chrono::milliseconds(10);
+
+  // `arm` adds what to sleep on to the set and says whether sleeping is safe.
+  template <typename Arm>
+  void idle(Arm&& arm) {
+    if (idle_++ == 0) {
+      since_ = Clock::now();
+      return;
+    }
+    for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+    if ((idle_ & 7) != 0) return;  // look at the clock every few rounds only
+    const auto waited = Clock::now() - since_;
+    if (waited < kSpin) return;
+    if (waited < kYield) {
       sched_yield();
-    } else {
+      return;
+    }
+    set_.clear();
+    const transport::WaitArm state = arm(set_);
+    if (state == transport::WaitArm::kArmed) {
+      set_.sleep(std::chrono::duration_cast<std::chrono::microseconds>(kMaxSleep));
+    } else if (state == transport::WaitArm::kUnsupported) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    set_.lower();
   }
   void reset() { idle_ = 0; }
 
  private:
   unsigned idle_ = 0;
+  Clock::time_point since_;
+  transport::WaitSet set_;
 };
 
 }  // namespace
@@ -196,7 +220,14 @@ void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
                                 " s; still waiting for:", waiting,
                                 "\nDid every rank call the same operations in the same order?"));
     }
-    backoff.idle();
+    backoff.idle([&](transport::WaitSet& set) {
+      for (auto& t : tasks) {
+        if (t->done() || !mayStep(t.get())) continue;
+        const transport::WaitArm state = t->armWait(set);
+        if (state != transport::WaitArm::kArmed) return state;
+      }
+      return transport::WaitArm::kArmed;
+    });
   }
   // Posted slots must reach the kernel before we return: a rank that goes on to finalize
   // stops pumping its connections, and its peers would wait for data still in our slot ring
@@ -209,7 +240,14 @@ void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
     }
     if (drained) break;
     for (Comm* c : comms) throwIfAborted(c->abortFlag(), "a collective");
-    backoff.idle();
+    backoff.idle([&](transport::WaitSet& set) {
+      for (auto* s : sends) {
+        const transport::WaitArm state =
+            s->drained() ? transport::WaitArm::kArmed : s->armWait(set);
+        if (state != transport::WaitArm::kArmed) return state;
+      }
+      return transport::WaitArm::kArmed;
+    });
   }
 }
 

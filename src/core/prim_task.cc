@@ -23,7 +23,32 @@ PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const Ta
       signature_(collSignature(op)) {}
 
 std::string PrimTask::waitingFor() const {
-  return done_ ? "nothing" : strCat(label_, ": ", waiting_);
+  if (done_) return "nothing";
+  switch (wait_) {
+    case Wait::kGate:
+      return strCat(label_, ": its own earlier phase");
+    case Wait::kData:
+      return strCat(label_, ": data from rank ", links_.recvPeer[waitIndex_]);
+    case Wait::kSlot:
+      return strCat(label_, ": a free slot toward rank ", links_.sendPeer[waitIndex_]);
+    case Wait::kNothing:
+      break;
+  }
+  return strCat(label_, ": its turn on a connection an earlier operation uses");
+}
+
+transport::WaitArm PrimTask::armWait(transport::WaitSet& set) const {
+  switch (wait_) {
+    case Wait::kData:
+      return links_.recv[waitIndex_]->armWait(set);
+    case Wait::kSlot:
+      return links_.send[waitIndex_]->armWait(set);
+    case Wait::kGate:
+      return transport::WaitArm::kArmed;
+    case Wait::kNothing:
+      break;
+  }
+  return transport::WaitArm::kReady;
 }
 
 bool PrimTask::progress() {
@@ -42,7 +67,7 @@ bool PrimTask::tryStep() {
     haveCurrent_ = true;
   }
   if (gate_ != nullptr && gate_->stepsDone() <= stepsDone_ && !gate_->done()) {
-    waiting_ = "its own earlier phase";
+    wait_ = Wait::kGate;
     return false;
   }
   const PrimStep& s = current_;
@@ -57,7 +82,8 @@ bool PrimTask::tryStep() {
       uint32_t tag = 0;
       received[i] = links_.recv[i]->tryReceive(&got, &tag);
       if (received[i] == nullptr) {
-        waiting_ = strCat("data from rank ", links_.recvPeer[i]);
+        wait_ = Wait::kData;
+        waitIndex_ = i;
         return false;
       }
       // Ranks that disagree about the call fail clearly instead of mixing data.
@@ -75,7 +101,8 @@ bool PrimTask::tryStep() {
     for (int i = 0; i < links_.nsend; ++i) {
       slots[i] = links_.send[i]->tryAcquire();
       if (slots[i] == nullptr) {
-        waiting_ = strCat("a free slot toward rank ", links_.sendPeer[i]);
+        wait_ = Wait::kSlot;
+        waitIndex_ = i;
         return false;
       }
     }
@@ -116,6 +143,7 @@ bool PrimTask::tryStep() {
   if (sends)
     for (int i = 0; i < links_.nsend; ++i) links_.send[i]->post(bytes, signature_);
   haveCurrent_ = false;
+  wait_ = Wait::kNothing;
   ++stepsDone_;
   return true;
 }

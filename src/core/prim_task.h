@@ -72,8 +72,13 @@ class PrimTask {
   // What the task waits for, for timeout messages: "data from rank 3", "a free slot to rank 1".
   std::string waitingFor() const;
   const TaskLinks& links() const { return links_; }
+  // Before the executor sleeps: arms the connection this task waits on (wait.h). kArmed with
+  // nothing added when it waits on its own gate (another task of this executor).
+  transport::WaitArm armWait(transport::WaitSet& set) const;
 
  private:
+  // What the last tryStep() that could not run waited for: no string is built while polling.
+  enum class Wait : uint8_t { kNothing, kGate, kData, kSlot };
   bool tryStep();
 
   const CollOp& op_;
@@ -88,7 +93,8 @@ class PrimTask {
   bool haveCurrent_ = false;
   bool done_ = false;
   size_t stepsDone_ = 0;
-  std::string waiting_;
+  Wait wait_ = Wait::kNothing;
+  int waitIndex_ = 0;  // which recv or send link
 };
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 
 #include "src/core/error.h"
 #include "transports/shm/shm_segment.h"
+#include "transports/wait.h"
 
 namespace loom::transport::shm {
 namespace {
@@ -33,6 +34,8 @@ struct LLAck {
 // The only counter: the sender never publishes a tail, its flags do that.
 struct LLControl {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};  // written by the receiver only
+  alignas(kCacheLine) Doorbell dataBell;              // the receiver sleeps on it (wait.h)
+  alignas(kCacheLine) Doorbell spaceBell;             // the sender sleeps on it
 };
 static_assert(sizeof(LLControl) <= kPageBytes);
 
@@ -91,6 +94,13 @@ class LLSendConnection final : public SendConnection {
     slot[1].store(pack(flag, tag), std::memory_order_relaxed);
     slot[0].store(pack(flag, static_cast<uint32_t>(bytes)), std::memory_order_relaxed);
     ++tail_;
+    ringDoorbell(view_.control->dataBell);
+  }
+
+  WaitArm armWait(WaitSet& set) override {
+    set.arm(view_.control->spaceBell);
+    head_ = view_.control->head.load(std::memory_order_acquire);
+    return tail_ - head_ < kSlots ? WaitArm::kReady : WaitArm::kArmed;
   }
 
   bool progress() override { return false; }      // the stores are the transfer
@@ -128,6 +138,13 @@ class LLRecvConnection final : public RecvConnection {
     haveHeader_ = false;
     ++head_;
     view_.control->head.store(head_, std::memory_order_release);  // done reading before head
+    ringDoorbell(view_.control->spaceBell);
+  }
+
+  WaitArm armWait(WaitSet& set) override {
+    set.arm(view_.control->dataBell);
+    // The sender stores every word before it rings: all landed words are visible now.
+    return ready_ || unpack() ? WaitArm::kReady : WaitArm::kArmed;
   }
 
   bool progress() override { return false; }

@@ -69,6 +69,13 @@ class ShmSendConnection final : public SendConnection {
     ring_.control->bytes[tail_ % kSlots] = bytes | (static_cast<uint64_t>(tag) << 32);
     ++tail_;
     ring_.control->tail.store(tail_, std::memory_order_release);  // data and bytes before tail
+    ringDoorbell(ring_.control->dataBell);
+  }
+
+  WaitArm armWait(WaitSet& set) override {
+    set.arm(ring_.control->spaceBell);
+    head_ = ring_.control->head.load(std::memory_order_acquire);
+    return tail_ - head_ < kSlots ? WaitArm::kReady : WaitArm::kArmed;
   }
 
   bool progress() override { return false; }      // posting already made the data visible
@@ -114,6 +121,13 @@ class ShmRecvConnection final : public RecvConnection {
     received_ = false;
     ++head_;
     ring_.control->head.store(head_, std::memory_order_release);  // done reading before head
+    ringDoorbell(ring_.control->spaceBell);
+  }
+
+  WaitArm armWait(WaitSet& set) override {
+    set.arm(ring_.control->dataBell);
+    tail_ = ring_.control->tail.load(std::memory_order_acquire);
+    return head_ != tail_ ? WaitArm::kReady : WaitArm::kArmed;
   }
 
   bool progress() override { return false; }

@@ -62,6 +62,18 @@ bool SocketSendConnection::progress() {
   return moved;
 }
 
+// Sleeps until a stream with unsent steps can take more bytes.
+WaitArm SocketSendConnection::armWait(WaitSet& set) {
+  bool pending = false;
+  for (Stream& s : streams_) {
+    if (s.next < tail_) {
+      set.addFd(s.socket.fd(), POLLOUT);
+      pending = true;
+    }
+  }
+  return pending ? WaitArm::kArmed : WaitArm::kReady;
+}
+
 // ---- Receiver -----------------------------------------------------------------------------
 
 SocketRecvConnection::SocketRecvConnection(std::vector<Socket> streams, PrivateRing ring,
@@ -85,6 +97,19 @@ void SocketRecvConnection::release() {
                ": release() without a slot from tryReceive()");
   received_ = false;
   ++head_;
+}
+
+// Sleeps until a stream has bytes (or news of a close) for us.
+WaitArm SocketRecvConnection::armWait(WaitSet& set) {
+  if (head_ != arrived_) return WaitArm::kReady;
+  bool open = false;
+  for (Stream& s : streams_) {
+    if (!s.closed) {
+      set.addFd(s.socket.fd(), POLLIN);
+      open = true;
+    }
+  }
+  return open ? WaitArm::kArmed : WaitArm::kReady;  // all closed: progress() reports it
 }
 
 void SocketRecvConnection::checkHeader(const Stream& stream) const {

@@ -75,6 +75,7 @@ class SocketSendConnection final : public SendConnection {
   bool progress() override;
   bool drained() const override { return done_ == tail_; }
   size_t slotBytes() const override { return ring_.slotBytes; }
+  WaitArm armWait(WaitSet& set) override;
 
  private:
   struct Stream {
@@ -97,6 +98,7 @@ class SocketRecvConnection final : public RecvConnection {
   void release() override;
   bool progress() override;
   size_t slotBytes() const override { return ring_.slotBytes; }
+  WaitArm armWait(WaitSet& set) override;
 
  private:
   struct Stream {
