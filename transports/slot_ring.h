@@ -26,6 +26,9 @@ struct RingControl {
   // Byte count of each slot: written by the sender before it publishes tail, read by the
   // receiver after it loads tail (acquire), so the counter orders it like the data.
   alignas(kCacheLine) uint64_t bytes[kSlots] = {};
+  // Non-zero: the slot's data is not in the slot but at this address in the sender's memory
+  // (a single-copy step, shm/direct_read.h). Published by tail like bytes[].
+  uint64_t direct[kSlots] = {};
   // The receiver sleeps on dataBell until the sender posts, the sender on spaceBell until the
   // receiver releases (wait.h). Own lines: the flags are read by every post and release.
   alignas(kCacheLine) Doorbell dataBell;

@@ -65,10 +65,21 @@ class SendConnection {
   // True when every posted slot has left this side (its memory may be reused or freed).
   virtual bool drained() const = 0;
   virtual size_t slotBytes() const = 0;
-  // Before the executor sleeps because tryAcquire() found no free slot (or drained() is
-  // false): adds what to sleep on to `set` and re-checks (wait.h). kReady: a slot is free now,
-  // do not sleep. kUnsupported: this connection cannot wake a sleeper; nap briefly instead.
-  virtual WaitArm armWait(WaitSet& set) = 0;
+  // Before the executor sleeps because tryAcquire() found no free slot (`drain` false) or
+  // drained() is false (`drain` true): adds what to sleep on to `set` and re-checks (wait.h).
+  // kReady: what the caller waits for is there now, do not sleep. kUnsupported: this
+  // connection cannot wake a sleeper; nap briefly instead.
+  virtual WaitArm armWait(WaitSet& set, bool drain) = 0;
+  // Single-copy posting (shm/direct_read.h). True if a step of `bytes` may be posted as the
+  // address of data in this process that stays unchanged until drained(): then, after
+  // tryAcquire(), postDirect() replaces filling the slot and post().
+  virtual bool acceptsDirect(size_t bytes) const {
+    (void)bytes;
+    return false;
+  }
+  virtual void postDirect(const void* data, size_t bytes, uint32_t tag) {
+    (void)data, (void)bytes, (void)tag;
+  }
 };
 
 class RecvConnection {

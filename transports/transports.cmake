@@ -3,6 +3,7 @@
 list(APPEND loom_sources
   transports/registry.cc
   transports/slot_ring.cc
+  transports/shm/direct_read.cc
   transports/shm/ll_connection.cc
   transports/shm/shm_segment.cc
   transports/shm/shm_transport.cc

@@ -243,7 +243,7 @@ void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
     backoff.idle([&](transport::WaitSet& set) {
       for (auto* s : sends) {
         const transport::WaitArm state =
-            s->drained() ? transport::WaitArm::kArmed : s->armWait(set);
+            s->drained() ? transport::WaitArm::kArmed : s->armWait(set, /*drain=*/true);
         if (state != transport::WaitArm::kArmed) return state;
       }
       return transport::WaitArm::kArmed;

@@ -20,7 +20,11 @@ PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const Ta
       elemSize_(dataTypeSize(op.type)),
       isReduction_(op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
                    op.kind == CollKind::kReduceScatter),
-      signature_(collSignature(op)) {}
+      signature_(collSignature(op)),
+      // An input may go out as it is unless a pre-op (PreMulSum, float average) changes it on
+      // the way, or an in-place AlltoAll overwrites it with received blocks meanwhile.
+      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum) &&
+                   !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff)) {}
 
 std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";
@@ -42,7 +46,7 @@ transport::WaitArm PrimTask::armWait(transport::WaitSet& set) const {
     case Wait::kData:
       return links_.recv[waitIndex_]->armWait(set);
     case Wait::kSlot:
-      return links_.send[waitIndex_]->armWait(set);
+      return links_.send[waitIndex_]->armWait(set, /*drain=*/false);
     case Wait::kGate:
       return transport::WaitArm::kArmed;
     case Wait::kNothing:
@@ -96,9 +100,23 @@ bool PrimTask::tryStep() {
                    " were expected; did every rank call it with the same count and datatype?");
     }
   }
+  const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
+  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
+  // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
+  // user buffer that stays put until the call returns - the output it writes, or an input sent
+  // as it is - a connection that takes it gets that address instead of a filled slot.
+  const void* directSource = nullptr;
+  if (sends) {
+    if (algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput)
+      directSource = out;
+    else if (s.prim == algo::Prim::kSend && directInput_)
+      directSource = in;
+  }
   void* slots[kMaxTaskPeers] = {};
+  bool direct[kMaxTaskPeers] = {};
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
+      direct[i] = directSource != nullptr && links_.send[i]->acceptsDirect(bytes);
       slots[i] = links_.send[i]->tryAcquire();
       if (slots[i] == nullptr) {
         wait_ = Wait::kSlot;
@@ -108,8 +126,6 @@ bool PrimTask::tryStep() {
     }
   }
 
-  const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
-  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
   ReduceCopyArgs args;
   args.count = s.count;
   args.scalar = op_.scalar;
@@ -124,7 +140,8 @@ bool PrimTask::tryStep() {
   if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
   if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
   if (sends)
-    for (int i = 0; i < links_.nsend; ++i) args.dst[args.ndst++] = slots[i];
+    for (int i = 0; i < links_.nsend; ++i)
+      if (!direct[i]) args.dst[args.ndst++] = slots[i];
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   const bool opApplies =
@@ -140,8 +157,14 @@ bool PrimTask::tryStep() {
   }
   if (recvs)
     for (int i = 0; i < links_.nrecv; ++i) links_.recv[i]->release();
-  if (sends)
-    for (int i = 0; i < links_.nsend; ++i) links_.send[i]->post(bytes, signature_);
+  if (sends) {
+    for (int i = 0; i < links_.nsend; ++i) {
+      if (direct[i])
+        links_.send[i]->postDirect(directSource, bytes, signature_);
+      else
+        links_.send[i]->post(bytes, signature_);
+    }
+  }
   haveCurrent_ = false;
   wait_ = Wait::kNothing;
   ++stepsDone_;

@@ -89,6 +89,7 @@ class PrimTask {
   size_t elemSize_;
   bool isReduction_;
   uint32_t signature_;
+  bool directInput_;  // steps that send the input as it is may post its address
   PrimStep current_;
   bool haveCurrent_ = false;
   bool done_ = false;

@@ -1,11 +1,16 @@
 // Collectives between ranks in separate processes (loom_coll_rank), over shared memory and
 // over TCP: every rank checks its results and reports "ok".
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "src/core/strings.h"
 #include "tests/test_util.h"
 
 namespace loom::colltest {
@@ -18,10 +23,16 @@ test::RankProcess spawnCollRank(const std::vector<std::string>& args,
 
 // Runs `scenario` on nranks processes with the transport; every one must print "ok".
 void runProcesses(const std::string& scenario, int nranks, const std::string& transport) {
+  const std::string cmaLog = strCat(::testing::TempDir(), "loom-cma-", getpid());
   loomUniqueId id = test::makeId();  // the rendezvous root lives in this process
   std::vector<std::string> env{"LOOM_SOCKET_IFNAME=lo"};
   if (getenv("LOOM_TIMEOUT") == nullptr) env.push_back("LOOM_TIMEOUT=60");
   if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
+  if (transport == "cma") {
+    // Every step pulled with process_vm_readv, over many small slots.
+    env.insert(env.end(), {"LOOM_SHM_CMA_THRESHOLD=1", "LOOM_BUFFSIZE=65536", "LOOM_DEBUG=INFO",
+                           "LOOM_DEBUG_SUBSYS=SHM", "LOOM_DEBUG_FILE=" + cmaLog + ".%p"});
+  }
   std::vector<test::RankProcess> procs;
   for (int r = 0; r < nranks; ++r) {
     procs.push_back(spawnCollRank(
@@ -35,6 +46,14 @@ void runProcesses(const std::string& scenario, int nranks, const std::string& tr
     EXPECT_EQ(*code, 0) << scenario << " rank " << r << " of " << nranks << " over " << transport
                         << ": " << out;
     EXPECT_NE(out.find("ok"), std::string::npos) << out;
+    if (transport == "cma") {
+      // The pair really used CMA (the setup probe may refuse it): the rank's log says so.
+      const std::string log = strCat(cmaLog, ".", procs[r].pid);
+      std::ifstream file(log);
+      std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+      EXPECT_NE(text.find("receiver pulls with CMA"), std::string::npos) << log << ": " << text;
+      std::remove(log.c_str());
+    }
   }
 }
 
@@ -59,7 +78,8 @@ INSTANTIATE_TEST_SUITE_P(
     paramName);
 
 INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
-                         ::testing::Values(Param{"all", 2, "shm"}, Param{"all", 5, "socket"}),
+                         ::testing::Values(Param{"all", 2, "shm"}, Param{"all", 5, "socket"},
+                                           Param{"all", 2, "cma"}, Param{"all", 3, "cma"}),
                          paramName);
 
 }  // namespace

@@ -120,11 +120,11 @@ TEST_P(ConnectionArm, ArmsOnlyWhenThereIsNothingToDo) {
   // The sender has no free slot until the receiver releases one.
   ASSERT_EQ(send.tryAcquire(), nullptr);
   set.clear();
-  EXPECT_EQ(send.armWait(set), WaitArm::kArmed);
+  EXPECT_EQ(send.armWait(set, false), WaitArm::kArmed);
   set.lower();
   recv.release();
   set.clear();
-  EXPECT_EQ(send.armWait(set), WaitArm::kReady);
+  EXPECT_EQ(send.armWait(set, false), WaitArm::kReady);
   set.lower();
   EXPECT_NE(send.tryAcquire(), nullptr);
   conns[0] = Connections{};

@@ -97,7 +97,8 @@ class LLSendConnection final : public SendConnection {
     ringDoorbell(view_.control->dataBell);
   }
 
-  WaitArm armWait(WaitSet& set) override {
+  WaitArm armWait(WaitSet& set, bool drain) override {
+    if (drain) return WaitArm::kReady;  // post() copied the data out already
     set.arm(view_.control->spaceBell);
     head_ = view_.control->head.load(std::memory_order_acquire);
     return tail_ - head_ < kSlots ? WaitArm::kReady : WaitArm::kArmed;

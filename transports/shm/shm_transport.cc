@@ -6,6 +6,7 @@
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/logging.h"
+#include "transports/shm/direct_read.h"
 #include "transports/shm/ll_connection.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/slot_ring.h"
@@ -23,10 +24,14 @@ struct ShmBlob {
   uint64_t slotBytes = 0;
   uint64_t segmentBytes = 0;
   char name[64] = {};
+  shm::ProcessIdentity receiver = {};
 };
 
+// Phase 2: the sender attached, and chose how the receiver may read its buffers directly.
 struct ShmAck {
   uint32_t magic = kAckMagic;
+  uint8_t directMode = 0;  // shm::DirectMode
+  shm::ProcessIdentity sender = {};
 };
 
 size_t segmentBytesFor(size_t slotBytes) { return kRingDataOffset + kSlots * slotBytes; }
@@ -42,11 +47,33 @@ struct RingView {
 
 class ShmSendConnection final : public SendConnection {
  public:
-  ShmSendConnection(shm::ShmSegment segment, size_t slotBytes, int peer)
+  ShmSendConnection(shm::ShmSegment segment, size_t slotBytes, int peer, shm::DirectMode direct)
       : segment_(std::move(segment)),
         ring_{static_cast<RingControl*>(segment_.data()),
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
-        peer_(peer) {}
+        peer_(peer),
+        direct_(direct),
+        directMin_(direct == shm::DirectMode::kCma ? shm::cmaThreshold() : 1) {}
+
+  bool acceptsDirect(size_t bytes) const override {
+    return direct_ != shm::DirectMode::kNone && bytes >= directMin_ && bytes <= ring_.slotBytes;
+  }
+
+  void postDirect(const void* data, size_t bytes, uint32_t tag) override {
+    LOOM_ENFORCE(acquired_ && acceptsDirect(bytes), InternalError, "shm postDirect() of ", bytes,
+                 " bytes to rank ", peer_,
+                 " without a slot or on a connection that does not "
+                 "take it");
+    ring_.control->direct[tail_ % kSlots] = reinterpret_cast<uint64_t>(data);
+    directUntil_ = tail_ + 1;  // drained once the receiver released this step
+    publish(bytes, tag);
+  }
+
+  bool drained() const override {
+    if (head_ >= directUntil_) return true;
+    head_ = ring_.control->head.load(std::memory_order_acquire);
+    return head_ >= directUntil_;
+  }
 
   void* tryAcquire() override {
     // head only grows, so a cached value that says "free" is still right; reload it (one
@@ -64,6 +91,22 @@ class ShmSendConnection final : public SendConnection {
                  " without a slot from tryAcquire()");
     LOOM_ENFORCE(bytes <= ring_.slotBytes, InvalidArgument, "post of ", bytes,
                  " bytes into a slot of ", ring_.slotBytes);
+    ring_.control->direct[tail_ % kSlots] = 0;
+    publish(bytes, tag);
+  }
+
+  WaitArm armWait(WaitSet& set, bool drain) override {
+    set.arm(ring_.control->spaceBell);
+    head_ = ring_.control->head.load(std::memory_order_acquire);
+    const bool ready = drain ? head_ >= directUntil_ : tail_ - head_ < kSlots;
+    return ready ? WaitArm::kReady : WaitArm::kArmed;
+  }
+
+  bool progress() override { return false; }  // posting already made the data visible
+  size_t slotBytes() const override { return ring_.slotBytes; }
+
+ private:
+  void publish(size_t bytes, uint32_t tag) {
     acquired_ = false;
     // Slots are at most 1 GiB (slot_ring.h): the tag rides in the count's upper half.
     ring_.control->bytes[tail_ % kSlots] = bytes | (static_cast<uint64_t>(tag) << 32);
@@ -72,32 +115,27 @@ class ShmSendConnection final : public SendConnection {
     ringDoorbell(ring_.control->dataBell);
   }
 
-  WaitArm armWait(WaitSet& set) override {
-    set.arm(ring_.control->spaceBell);
-    head_ = ring_.control->head.load(std::memory_order_acquire);
-    return tail_ - head_ < kSlots ? WaitArm::kReady : WaitArm::kArmed;
-  }
-
-  bool progress() override { return false; }      // posting already made the data visible
-  bool drained() const override { return true; }  // the slots live in the shared segment
-  size_t slotBytes() const override { return ring_.slotBytes; }
-
- private:
   shm::ShmSegment segment_;
   RingView ring_;
   int peer_;
-  uint64_t tail_ = 0;  // our own copy: only we write tail
-  uint64_t head_ = 0;  // the receiver's head as last seen
+  shm::DirectMode direct_;
+  size_t directMin_;           // smallest step posted directly
+  uint64_t tail_ = 0;          // our own copy: only we write tail
+  mutable uint64_t head_ = 0;  // the receiver's head as last seen
+  uint64_t directUntil_ = 0;   // steps before this one include every direct post
   bool acquired_ = false;
 };
 
 class ShmRecvConnection final : public RecvConnection {
  public:
-  ShmRecvConnection(shm::ShmSegment segment, size_t slotBytes, int peer)
+  ShmRecvConnection(shm::ShmSegment segment, size_t slotBytes, int peer, shm::DirectMode direct,
+                    int32_t senderPid)
       : segment_(std::move(segment)),
         ring_{static_cast<RingControl*>(segment_.data()),
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
-        peer_(peer) {}
+        peer_(peer),
+        direct_(direct),
+        senderPid_(senderPid) {}
 
   const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) override {
     if (head_ == tail_) {
@@ -112,6 +150,16 @@ class ShmRecvConnection final : public RecvConnection {
                  " bytes into shm slots of ", ring_.slotBytes, " (corrupt ring)");
     *bytes = static_cast<size_t>(n);
     received_ = true;
+    const uint64_t address = ring_.control->direct[head_ % kSlots];
+    if (address == 0) return ring_.slot(head_);
+    LOOM_ENFORCE(direct_ != shm::DirectMode::kNone, RemoteError, "rank ", peer_,
+                 " posted a direct step on a connection set up without them (corrupt ring)");
+    if (direct_ == shm::DirectMode::kSameProcess) return reinterpret_cast<const void*>(address);
+    // CMA: one kernel copy into our slot (the sender left it unused), once per step.
+    if (pulled_ != head_ + 1) {
+      shm::cmaRead(senderPid_, reinterpret_cast<const void*>(address), ring_.slot(head_), n, peer_);
+      pulled_ = head_ + 1;
+    }
     return ring_.slot(head_);
   }
 
@@ -137,8 +185,11 @@ class ShmRecvConnection final : public RecvConnection {
   shm::ShmSegment segment_;
   RingView ring_;
   int peer_;
-  uint64_t head_ = 0;  // our own copy: only we write head
-  uint64_t tail_ = 0;  // the sender's tail as last seen
+  shm::DirectMode direct_;
+  int32_t senderPid_;
+  uint64_t head_ = 0;    // our own copy: only we write head
+  uint64_t tail_ = 0;    // the sender's tail as last seen
+  uint64_t pulled_ = 0;  // 1 + the step whose direct data is in our slot already
   bool received_ = false;
 };
 
@@ -148,11 +199,14 @@ class ShmPendingRecv final : public PendingRecv {
       : segment_(std::move(segment)), slotBytes_(slotBytes), peer_(peer) {}
 
   std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) override {
-    LOOM_ENFORCE(fromBlob<ShmAck>(ack).magic == kAckMagic, RemoteError, "rank ", peer_,
+    const auto a = fromBlob<ShmAck>(ack);
+    LOOM_ENFORCE(a.magic == kAckMagic && a.directMode <= 2, RemoteError, "rank ", peer_,
                  " sent a malformed shm acknowledgement");
     // The sender has it mapped: remove the name so a crash from now on leaves nothing behind.
     segment_.unlink();
-    return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_);
+    return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_,
+                                               static_cast<shm::DirectMode>(a.directMode),
+                                               a.sender.pid);
   }
 
  private:
@@ -185,6 +239,7 @@ std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, Co
   ShmBlob b;
   b.slotBytes = slotBytes;
   b.segmentBytes = segment.size();
+  b.receiver = shm::thisProcess();
   LOOM_ENFORCE(segment.name().size() < sizeof(b.name), InternalError, "segment name ",
                segment.name(), " is too long");
   std::memcpy(b.name, segment.name().data(), segment.name().size());
@@ -206,8 +261,19 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
   shm::ShmSegment segment = shm::ShmSegment::attach(b.name, b.segmentBytes);
   // Defensive: if the receiver died before phase 3, its segment must not outlive us both.
   segment.unlink();
-  toBlob(ShmAck{}, ack);
-  return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer);
+  ShmAck a;
+  const shm::DirectMode direct = shm::chooseDirectMode(b.receiver);
+  a.directMode = static_cast<uint8_t>(direct);
+  a.sender = shm::thisProcess();
+  toBlob(a, ack);
+  if (direct != shm::DirectMode::kNone) {
+    LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
+              ": single-copy steps ",
+              direct == shm::DirectMode::kCma
+                  ? strCat("from ", shm::cmaThreshold(), " bytes (receiver pulls with CMA)")
+                  : std::string("(receiver reads this thread's buffers)"));
+  }
+  return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer, direct);
 }
 
 }  // namespace loom::transport

@@ -63,7 +63,7 @@ bool SocketSendConnection::progress() {
 }
 
 // Sleeps until a stream with unsent steps can take more bytes.
-WaitArm SocketSendConnection::armWait(WaitSet& set) {
+WaitArm SocketSendConnection::armWait(WaitSet& set, bool /*drain*/) {
   bool pending = false;
   for (Stream& s : streams_) {
     if (s.next < tail_) {

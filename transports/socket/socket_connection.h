@@ -75,7 +75,7 @@ class SocketSendConnection final : public SendConnection {
   bool progress() override;
   bool drained() const override { return done_ == tail_; }
   size_t slotBytes() const override { return ring_.slotBytes; }
-  WaitArm armWait(WaitSet& set) override;
+  WaitArm armWait(WaitSet& set, bool drain) override;
 
  private:
   struct Stream {

@@ -1,0 +1,53 @@
+// Single-copy transfers between ranks of one host: the receiver reads the bytes straight from
+// the sender's buffer instead of the sender first copying them into the shared ring.
+//
+// Why. Through the ring every byte is copied twice (sender into a slot, receiver out of it).
+// When the data already sits in a user buffer that stays put until the step is consumed (an
+// input being sent, or an output just written and forwarded), the sender can post only its
+// address and the receiver's fused reduceCopy reads it directly: one copy, and the sender's
+// core is free. Ranks in one process (threads) simply read each other's memory. Ranks in
+// different processes can use process_vm_readv (CMA): one kernel copy into the receiver's
+// slot, saving the sender's copy; whether that is faster depends on the machine (it pins
+// pages and crosses into the kernel), so it is opt-in by step size (LOOM_SHM_CMA_THRESHOLD).
+//
+// Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
+// reuse numbers), and CMA is enabled for a pair only after the sender read the receiver's
+// token through process_vm_readv at setup. The sender keeps a directly posted region unchanged
+// until the receiver released that step (drained()); the executor waits for that before the
+// call returns, so the user may reuse the buffer at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::transport::shm {
+
+enum class DirectMode : uint8_t {
+  kNone = 0,         // always through the ring
+  kSameProcess = 1,  // the receiver reads the sender's address
+  kCma = 2,          // the receiver pulls with process_vm_readv into its slot
+};
+
+// What a side tells its peer at setup so the pair can choose a DirectMode.
+struct ProcessIdentity {
+  uint64_t token;         // random per process
+  uint64_t tokenAddress;  // where the token lives in that process, for the CMA probe
+  int32_t pid;
+  int32_t reserved;
+};
+
+ProcessIdentity thisProcess();
+
+// The sender's choice for a connection toward `receiver`: same process when the tokens
+// match and LOOM_SHM_DIRECT allows it; CMA when LOOM_SHM_CMA_THRESHOLD > 0 and reading the
+// receiver's token through process_vm_readv works; otherwise none.
+DirectMode chooseDirectMode(const ProcessIdentity& receiver);
+
+// Steps of at least this many bytes go direct in CMA mode (LOOM_SHM_CMA_THRESHOLD; 0: never).
+size_t cmaThreshold();
+
+// Copies `bytes` from `remote` in process `pid` into `local` (process_vm_readv, retried for
+// partial reads). Throws SystemError naming `peer` and the remedy.
+void cmaRead(int32_t pid, const void* remote, void* local, size_t bytes, int peer);
+
+}  // namespace loom::transport::shm
