@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <set>
@@ -64,68 +65,83 @@ class Backoff {
   transport::WaitSet set_;
 };
 
-}  // namespace
+// What one call needs besides its tasks, kept per thread and reused: once warm, a call
+// allocates nothing here (clear() keeps capacity).
+struct Scratch {
+  std::vector<Comm*> comms;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<Comm::ConnectionKey> wanted;
+  std::vector<std::unique_ptr<PrimTask>> tasks;
+  // (connection, task index) for every link of every task, sorted: neighbours are the order in
+  // which tasks use a connection.
+  std::vector<std::pair<const void*, size_t>> uses;
+  // Per task: the tasks just before it on each of its connections (nullptr: none).
+  std::vector<std::array<const PrimTask*, 2 * kMaxTaskPeers>> before;
+  std::vector<transport::SendConnection*> sends;
+  std::vector<transport::RecvConnection*> recvs;
+};
 
-namespace {
-void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms);
+void runLocked(std::vector<CollOp>& ops, Scratch& scratch);
+
 }  // namespace
 
 void runOps(std::vector<CollOp>& ops) {
   if (ops.empty()) return;
+  thread_local Scratch scratch;
   // One executor per communicator at a time; lock in a fixed order so groups spanning several
   // communicators cannot deadlock against each other.
-  std::vector<Comm*> comms;
+  std::vector<Comm*>& comms = scratch.comms;
+  comms.clear();
   for (const CollOp& op : ops) comms.push_back(op.comm.get());
   std::sort(comms.begin(), comms.end());
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (Comm* c : comms) locks.emplace_back(c->executionMutex());
+  scratch.locks.clear();
+  for (Comm* c : comms) scratch.locks.emplace_back(c->executionMutex());
   try {
-    runLocked(ops, comms);
+    runLocked(ops, scratch);
   } catch (const Error& e) {
     for (Comm* c : comms) c->markFailed(e.code());
+    scratch.locks.clear();
     throw;
   }
+  scratch.locks.clear();
 }
 
 namespace {
 
-void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
-  // Connect what is missing, each communicator on its own thread when there are several: one
-  // thread may drive all ranks of a job (loomCommInitAll + a group), and each rank's setup
-  // waits for its peers'.
+// Connects what the operations need that is missing. With several communicators each connects
+// on its own thread: one thread may drive all ranks of a job (loomCommInitAll + a group), and
+// each rank's setup waits for its peers'.
+void connectAll(std::vector<CollOp>& ops, Scratch& scratch) {
+  if (scratch.comms.size() == 1) {
+    scratch.wanted.clear();
+    for (const CollOp& op : ops) wantedConnections(op, scratch.wanted);
+    scratch.comms.front()->connect(scratch.wanted);
+    return;
+  }
   std::map<Comm*, std::vector<Comm::ConnectionKey>> wanted;
   for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
-  if (wanted.size() == 1) {
-    wanted.begin()->first->connect(wanted.begin()->second);
-  } else {
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errors(wanted.size());
-    size_t i = 0;
-    for (auto& [comm, keys] : wanted) {
-      threads.emplace_back([&, comm = comm, keys = &keys, i] {
-        try {
-          comm->connect(*keys);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-      ++i;
-    }
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(wanted.size());
+  size_t i = 0;
+  for (auto& [comm, keys] : wanted) {
+    threads.emplace_back([&, comm = comm, keys = &keys, i] {
+      try {
+        comm->connect(*keys);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+    ++i;
   }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
-  std::vector<std::unique_ptr<PrimTask>> tasks;
-  std::vector<CollOp> selfCopies;
-  for (const CollOp& op : ops) {
-    if ((op.kind == CollKind::kSend || op.kind == CollKind::kRecv) && op.peer == op.comm->rank())
-      continue;  // paired below
-    planOp(op, op.comm->nextOpNumber(), tasks);
-  }
-  // A send to oneself is a local copy: pair it with the receive from oneself of the same
-  // communicator, in posting order, as NCCL does.
+// A send to oneself is a local copy: pair it with the receive from oneself of the same
+// communicator, in posting order, as NCCL does. Rare, so it may allocate.
+void planSelfCopies(std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies) {
   std::map<Comm*, std::vector<const CollOp*>> selfSends, selfRecvs;
   for (const CollOp& op : ops) {
     if (op.peer != op.comm->rank()) continue;
@@ -153,40 +169,77 @@ void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
     LOOM_ENFORCE(selfSends.count(comm) > 0 || recvsFromSelf.empty(), InvalidUsage, "rank ",
                  comm->rank(), " posted a receive from itself without a send to itself");
   }
-  for (const CollOp& copy : selfCopies) {
-    tasks.push_back(std::make_unique<PrimTask>(
-        copy, pipeSteps(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false), TaskLinks{},
-        "copy to self"));
-  }
+}
 
-  // Tasks sharing a connection run in submission order: a task may step only while it is the
-  // first unfinished user of each of its connections.
-  std::map<const void*, std::vector<PrimTask*>> users;
-  std::set<transport::SendConnection*> sends;
-  std::set<transport::RecvConnection*> recvs;
-  for (auto& t : tasks) {
-    const TaskLinks& l = t->links();
-    for (int i = 0; i < l.nsend; ++i) {
-      users[l.send[i]].push_back(t.get());
-      sends.insert(l.send[i]);
-    }
-    for (int i = 0; i < l.nrecv; ++i) {
-      users[l.recv[i]].push_back(t.get());
-      recvs.insert(l.recv[i]);
+// Tasks sharing a connection run in submission order: a task may step only once the task
+// before it on each of its connections is done (which implies all earlier ones are).
+void orderByConnection(Scratch& scratch) {
+  auto& uses = scratch.uses;
+  auto& tasks = scratch.tasks;
+  uses.clear();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const TaskLinks& l = tasks[i]->links();
+    for (int k = 0; k < l.nsend; ++k) uses.push_back({l.send[k], i});
+    for (int k = 0; k < l.nrecv; ++k) uses.push_back({l.recv[k], i});
+  }
+  std::sort(uses.begin(), uses.end());
+  scratch.before.assign(tasks.size(), {});
+  for (size_t u = 1; u < uses.size(); ++u) {
+    if (uses[u].first != uses[u - 1].first) continue;
+    auto& slots = scratch.before[uses[u].second];
+    for (auto& slot : slots) {
+      if (slot == nullptr) {
+        slot = tasks[uses[u - 1].second].get();
+        break;
+      }
     }
   }
-  auto isHead = [&](const void* conn, PrimTask* t) {
-    for (PrimTask* u : users[conn]) {
-      if (!u->done()) return u == t;
+  scratch.sends.clear();
+  scratch.recvs.clear();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const TaskLinks& l = tasks[i]->links();
+    for (int k = 0; k < l.nsend; ++k) scratch.sends.push_back(l.send[k]);
+    for (int k = 0; k < l.nrecv; ++k) scratch.recvs.push_back(l.recv[k]);
+  }
+  std::sort(scratch.sends.begin(), scratch.sends.end());
+  scratch.sends.erase(std::unique(scratch.sends.begin(), scratch.sends.end()), scratch.sends.end());
+  std::sort(scratch.recvs.begin(), scratch.recvs.end());
+  scratch.recvs.erase(std::unique(scratch.recvs.begin(), scratch.recvs.end()), scratch.recvs.end());
+}
+
+void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
+  const std::vector<Comm*>& comms = scratch.comms;
+  connectAll(ops, scratch);
+
+  std::vector<std::unique_ptr<PrimTask>>& tasks = scratch.tasks;
+  tasks.clear();
+  std::vector<CollOp> selfCopies;  // outlives the tasks that refer to it (declared first)
+  struct ClearTasks {
+    std::vector<std::unique_ptr<PrimTask>>& tasks;
+    ~ClearTasks() { tasks.clear(); }
+  } clearTasks{tasks};
+  bool anySelf = false;
+  for (const CollOp& op : ops) {
+    if ((op.kind == CollKind::kSend || op.kind == CollKind::kRecv) && op.peer == op.comm->rank()) {
+      anySelf = true;
+      continue;  // paired below
     }
-    return true;
-  };
-  auto mayStep = [&](PrimTask* t) {
-    const TaskLinks& l = t->links();
-    for (int i = 0; i < l.nsend; ++i)
-      if (!isHead(l.send[i], t)) return false;
-    for (int i = 0; i < l.nrecv; ++i)
-      if (!isHead(l.recv[i], t)) return false;
+    planOp(op, op.comm->nextOpNumber(), tasks);
+  }
+  if (anySelf) {
+    planSelfCopies(ops, selfCopies);
+    for (const CollOp& copy : selfCopies) {
+      tasks.push_back(std::make_unique<PrimTask>(
+          copy, pipeSteps(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false), TaskLinks{},
+          "copy to self"));
+    }
+  }
+  orderByConnection(scratch);
+  const auto& sends = scratch.sends;
+  const auto& recvs = scratch.recvs;
+  auto mayStep = [&](size_t i) {
+    for (const PrimTask* b : scratch.before[i])
+      if (b != nullptr && !b->done()) return false;
     return true;
   };
 
@@ -200,10 +253,11 @@ void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
     bool any = false, allDone = true;
     for (auto* s : sends) any |= s->progress();
     for (auto* r : recvs) any |= r->progress();
-    for (auto& t : tasks) {
-      if (t->done()) continue;
-      if (mayStep(t.get())) any |= t->progress();
-      allDone &= t->done();
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      PrimTask& t = *tasks[i];
+      if (t.done()) continue;
+      if (mayStep(i)) any |= t.progress();
+      allDone &= t.done();
     }
     if (allDone) break;
     if (any) {
@@ -221,9 +275,9 @@ void runLocked(std::vector<CollOp>& ops, const std::vector<Comm*>& comms) {
                                 "\nDid every rank call the same operations in the same order?"));
     }
     backoff.idle([&](transport::WaitSet& set) {
-      for (auto& t : tasks) {
-        if (t->done() || !mayStep(t.get())) continue;
-        const transport::WaitArm state = t->armWait(set);
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (tasks[i]->done() || !mayStep(i)) continue;
+        const transport::WaitArm state = tasks[i]->armWait(set);
         if (state != transport::WaitArm::kArmed) return state;
       }
       return transport::WaitArm::kArmed;
