@@ -257,6 +257,21 @@ size_t Socket::sendSome(const void* data, size_t size) {
   }
 }
 
+size_t Socket::sendSomeV(const struct iovec* pieces, int count) {
+  msghdr message{};
+  message.msg_iov = const_cast<iovec*>(pieces);
+  message.msg_iovlen = static_cast<size_t>(count);
+  for (;;) {
+    ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno == ECONNRESET || errno == EPIPE)
+      throw RemoteError(strCat(peer_, " closed the connection (did it exit or crash?)"));
+    throwSystemError(strCat("send to ", peer_), errno);
+  }
+}
+
 void Socket::sendAll(const void* data, size_t size, Deadline deadline, AbortFlag abort) {
   Socket none;
   sendRecvAll(*this, data, size, none, nullptr, 0, deadline, abort);

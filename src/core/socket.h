@@ -77,6 +77,8 @@ class Socket {
   bool peerReset() const;
   // Non-blocking: bytes sent (0 if the send buffer is full).
   size_t sendSome(const void* data, size_t size);
+  // As sendSome, gathering `count` pieces into one sendmsg (a header and data elsewhere).
+  size_t sendSomeV(const struct iovec* pieces, int count);
 
  private:
   int fd_ = -1;

@@ -1,5 +1,7 @@
 #include "transports/socket/socket_connection.h"
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -26,13 +28,24 @@ void* SocketSendConnection::tryAcquire() {
   return ring_.data(tail_);
 }
 
-void SocketSendConnection::post(size_t bytes, uint32_t tag) {
+void SocketSendConnection::writeHeader(size_t bytes, uint32_t tag) {
   LOOM_ENFORCE(acquired_, InternalError, link_.describe(),
                ": post() without a slot from tryAcquire()");
   LOOM_ENFORCE(bytes <= ring_.slotBytes, InvalidArgument, link_.describe(), ": post of ", bytes,
                " bytes into a slot of ", ring_.slotBytes);
   acquired_ = false;
   *ring_.header(tail_) = SlotHeader{tail_, static_cast<uint32_t>(bytes), kSlotMagic, tag, 0};
+}
+
+void SocketSendConnection::post(size_t bytes, uint32_t tag) {
+  writeHeader(bytes, tag);
+  direct_[tail_ % kSlots] = nullptr;
+  ++tail_;
+}
+
+void SocketSendConnection::postDirect(const void* data, size_t bytes, uint32_t tag) {
+  writeHeader(bytes, tag);
+  direct_[tail_ % kSlots] = static_cast<const uint8_t*>(data);
   ++tail_;
 }
 
@@ -43,9 +56,22 @@ bool SocketSendConnection::progress() {
   for (Stream& s : streams_) {
     while (s.next < tail_) {
       const size_t total = sizeof(SlotHeader) + ring_.header(s.next)->bytes;
+      const uint8_t* direct = direct_[s.next % kSlots];
       size_t sent;
       try {
-        sent = s.socket.sendSome(ring_.wire(s.next) + s.offset, total - s.offset);
+        if (direct == nullptr) {
+          sent = s.socket.sendSome(ring_.wire(s.next) + s.offset, total - s.offset);
+        } else {
+          // The header from the slot, the data from the caller's buffer, in one sendmsg.
+          iovec pieces[2];
+          int n = 0;
+          if (s.offset < sizeof(SlotHeader))
+            pieces[n++] = {ring_.wire(s.next) + s.offset, sizeof(SlotHeader) - s.offset};
+          const size_t dataSent = s.offset > sizeof(SlotHeader) ? s.offset - sizeof(SlotHeader) : 0;
+          pieces[n++] = {const_cast<uint8_t*>(direct) + dataSent,
+                         total - sizeof(SlotHeader) - dataSent};
+          sent = s.socket.sendSomeV(pieces, n);
+        }
       } catch (const RemoteError& e) {
         throw RemoteError(strCat(link_.describe(), ": ", e.what()));
       }

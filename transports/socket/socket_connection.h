@@ -76,8 +76,18 @@ class SocketSendConnection final : public SendConnection {
   bool drained() const override { return done_ == tail_; }
   size_t slotBytes() const override { return ring_.slotBytes; }
   WaitArm armWait(WaitSet& set, bool drain) override;
+  // Zero-copy sends: the data goes to the kernel straight from the caller's buffer (the
+  // header still comes from the slot), saving the copy into the slot. The buffer stays
+  // untouched until drained(), which the executor waits for before the call returns.
+  bool acceptsDirect(size_t bytes) const override {
+    return bytes >= kDirectMinBytes && bytes <= ring_.slotBytes;
+  }
+  void postDirect(const void* data, size_t bytes, uint32_t tag) override;
 
  private:
+  // Below this a copy into the slot costs less than the bookkeeping.
+  static constexpr size_t kDirectMinBytes = 4096;
+  void writeHeader(size_t bytes, uint32_t tag);
   struct Stream {
     Socket socket;
     uint64_t next;      // the step this stream sends now (or next, once posted)
@@ -89,6 +99,7 @@ class SocketSendConnection final : public SendConnection {
   uint64_t tail_ = 0;  // steps posted
   uint64_t done_ = 0;  // steps before this one are all in the kernel
   bool acquired_ = false;
+  std::array<const uint8_t*, kSlots> direct_{};  // a step's data when not in its slot
 };
 
 class SocketRecvConnection final : public RecvConnection {
