@@ -68,6 +68,13 @@ std::string numaName(const NodeTopology& node, int numa) {
   return numa >= 0 ? std::to_string(node.numaNodes[numa].osIndex) : "?";
 }
 
+// "hostbridge 0000:[4b-4e] > 0000:4a:00.0 > 0000:4c:01.0": the bridges above a device.
+void printPciChain(const DeviceLocation& where) {
+  std::string chain;
+  for (const std::string& hop : where.pciChain) chain += (chain.empty() ? "" : " > ") + hop;
+  std::printf("        via %s\n", chain.empty() ? "(no bridge)" : chain.c_str());
+}
+
 void printDevices(const NodeTopology& node) {
   std::printf("CPU sockets:\n");
   for (size_t p = 0; p < node.packages.size(); ++p) {
@@ -90,6 +97,7 @@ void printDevices(const NodeTopology& node) {
                 gpu.where.busId.c_str(), gpu.where.vendorId, gpu.where.deviceId, gpu.cudaIndex,
                 names.empty() ? "-" : names.c_str(), numaName(node, gpu.where.numa).c_str(),
                 gpu.where.cpuset.c_str(), gpu.where.pciLinkGBps);
+    printPciChain(gpu.where);
   }
   std::printf("NICs:\n");
   if (node.nics.empty()) std::printf("  none\n");
@@ -99,6 +107,7 @@ void printDevices(const NodeTopology& node) {
                 nicKindName(nic.kind), nic.netdev.empty() ? "-" : nic.netdev.c_str(),
                 numaName(node, nic.where.numa).c_str(), nic.where.cpuset.c_str(),
                 nic.where.pciLinkGBps);
+    printPciChain(nic.where);
   }
 }
 
