@@ -145,6 +145,7 @@ System discoverSystem(Bootstrap& bootstrap, uint64_t hostHash, int device) {
             ") has ", node.gpus.size(), " GPU(s), ", node.nics.size(), " NIC(s), ",
             node.numaNodes.size(), " NUMA node(s); rank on NUMA ",
             me.numa >= 0 ? std::to_string(node.numaNodes[me.numa].osIndex) : "?");
+  if (rank == 0) LOOM_TRACE(kLogGraph, system.describe());
   if (envIsSet(EnvVar::LOOM_TOPO_DUMP_FILE)) {
     // One file per process: the lowest rank of this process writes it.
     bool first = true;
