@@ -5,6 +5,7 @@
 
 #include <hwloc.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -117,6 +118,27 @@ int NodeTopology::gpuForCudaDevice(int device) const {
   for (size_t i = 0; i < gpus.size(); ++i)
     if (gpus[i].cudaIndex == device) return static_cast<int>(i);
   return -1;
+}
+
+int NodeTopology::gpuForCudaDevice(int device, const std::string& cudaVisibleDevices) const {
+  if (device < 0) return -1;
+  bool hwlocSawCuda = false;
+  for (const Gpu& gpu : gpus) hwlocSawCuda = hwlocSawCuda || !gpu.cudaName.empty();
+  if (hwlocSawCuda || cudaVisibleDevices.empty()) return gpuForCudaDevice(device);
+  std::vector<int> physical;
+  size_t at = 0;
+  while (at <= cudaVisibleDevices.size()) {
+    size_t comma = cudaVisibleDevices.find(',', at);
+    std::string item =
+        cudaVisibleDevices.substr(at, comma == std::string::npos ? comma : comma - at);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+      return gpuForCudaDevice(device);  // a UUID or MIG name: not resolvable here
+    physical.push_back(std::atoi(item.c_str()));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (device >= static_cast<int>(physical.size())) return -1;
+  return gpuForCudaDevice(physical[device]);
 }
 
 int NodeTopology::numaOfCpu(int cpu) const {

@@ -82,6 +82,11 @@ struct NodeTopology {
   }
   // The GPU that CUDA ordinal `device` names here, or -1.
   int gpuForCudaDevice(int device) const;
+  // The same as seen by a process with this CUDA_VISIBLE_DEVICES. When hwloc named the GPUs
+  // cudaN it did so in the discovering process, visible devices applied; otherwise (nvml names
+  // or PCI order) a list of integers maps the ordinal to a physical GPU. UUID or MIG lists
+  // cannot be resolved from hwloc and fall back to the ordinal.
+  int gpuForCudaDevice(int device, const std::string& cudaVisibleDevices) const;
   // The NUMA node (index) holding CPU `cpu` (an OS index), or -1.
   int numaOfCpu(int cpu) const;
 };

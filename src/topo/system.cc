@@ -26,7 +26,7 @@ System::System(const std::vector<RankDescription>& ranks) {
     const NodeTopology& node = nodes_[place.node];
     place.numa = d.numa >= 0 && d.numa < static_cast<int>(node.numaNodes.size()) ? d.numa : -1;
     place.package = place.numa >= 0 ? node.numaNodes[place.numa].package : -1;
-    place.gpu = d.device >= 0 ? node.gpuForCudaDevice(d.device) : -1;
+    place.gpu = d.gpu >= 0 && d.gpu < static_cast<int>(node.gpus.size()) ? d.gpu : -1;
     if (place.gpu >= 0) {
       place.nic = pairGpusWithNics(node)[place.gpu];
       if (place.package < 0) place.package = node.gpus[place.gpu].where.package;

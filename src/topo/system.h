@@ -17,6 +17,7 @@ struct RankDescription {
   uint64_t hostHash = 0;  // RankInfo::hostHash: equal for ranks of one node
   int32_t pid = 0;
   int32_t device = -1;  // CUDA ordinal, or < 0 for a CPU communicator
+  int32_t gpu = -1;     // index into node.gpus of that device (gpuForCudaDevice), -1 if none
   int32_t numa = -1;    // index into node.numaNodes where the process is bound / runs
   NodeTopology node;
 };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -44,10 +45,10 @@ std::vector<RankDescription> exchange(Bootstrap& bootstrap, const RankDescriptio
     int32_t pid;
     int32_t device;
     int32_t numa;
-    int32_t pad;
+    int32_t gpu;
   };
   std::vector<Header> headers(nranks);
-  headers[rank] = Header{mine.hostHash, blob.size(), mine.pid, mine.device, mine.numa, 0};
+  headers[rank] = Header{mine.hostHash, blob.size(), mine.pid, mine.device, mine.numa, mine.gpu};
   bootstrap.allGather(headers.data(), sizeof(Header));
   size_t maxSize = 0;
   for (const Header& h : headers) maxSize = std::max<size_t>(maxSize, h.blobSize);
@@ -61,6 +62,7 @@ std::vector<RankDescription> exchange(Bootstrap& bootstrap, const RankDescriptio
     all[r].pid = h.pid;
     all[r].device = h.device;
     all[r].numa = h.numa;
+    all[r].gpu = h.gpu;
     all[r].node = r == rank ? mine.node : deserialize(blobs.data() + maxSize * r, h.blobSize);
   }
   return all;
@@ -136,6 +138,9 @@ System discoverSystem(Bootstrap& bootstrap, uint64_t hostHash, int device) {
   mine.device = device;
   mine.node = loaded ? loaded->node() : fallbackTopology(reason);
   mine.numa = currentNuma(mine.node);
+  // Only this process knows its CUDA_VISIBLE_DEVICES, so the rank resolves its GPU itself.
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  mine.gpu = mine.node.gpuForCudaDevice(device, visible ? visible : "");
   std::vector<RankDescription> all = exchange(bootstrap, mine);
   System system(all);
   int rank = bootstrap.rank();

@@ -50,6 +50,8 @@ TEST(TopoFixture, DellXe8640FourH100FourMlx5NvlinkMatrix) {
     EXPECT_EQ(node.gpus[g].cudaName, "cuda" + std::to_string(g));
     EXPECT_EQ(node.gpus[g].nvmlName, "nvml" + std::to_string(g));
   }
+  // hwloc's CUDA plugin numbered these in the discovering process: visible devices applied.
+  EXPECT_EQ(node.gpuForCudaDevice(1, "3,1"), 1);
   // NUMA (OS index) of each GPU: SNC4, one GPU per sub-NUMA cluster with a switch.
   EXPECT_EQ(node.numaNodes[node.gpus[0].where.numa].osIndex, 3);
   EXPECT_EQ(node.numaNodes[node.gpus[1].where.numa].osIndex, 1);
@@ -118,6 +120,12 @@ TEST(TopoFixture, Dgx2hSixteenV100StoredAsCoprocThroughNvswitch) {
   EXPECT_EQ(node.gpus[15].where.busId, "0000:e7:00.0");
   EXPECT_TRUE(node.nics.empty());
   EXPECT_TRUE(node.hasNvSwitch);
+  // No cudaN names: CUDA_VISIBLE_DEVICES (integers) maps ordinals onto physical GPUs.
+  EXPECT_EQ(node.gpuForCudaDevice(0, "3,1"), 3);
+  EXPECT_EQ(node.gpuForCudaDevice(1, "3,1"), 1);
+  EXPECT_EQ(node.gpuForCudaDevice(2, "3,1"), -1);
+  EXPECT_EQ(node.gpuForCudaDevice(0, "GPU-8f2a"), 0);  // a UUID: the ordinal stands
+  EXPECT_EQ(node.gpuForCudaDevice(5, ""), 5);
   // Through the NVSwitches every pair gets the GPU's 6 NVLink2 links (25 GB/s each).
   ASSERT_EQ(node.nvlinkGBps.size(), 256u);
   for (int a = 0; a < 16; ++a)

@@ -39,6 +39,7 @@ RankDescription rankOn(const NodeTopology& node, uint64_t host, int pid, int dev
   d.hostHash = host;
   d.pid = pid;
   d.device = device;
+  d.gpu = node.gpuForCudaDevice(device);
   d.numa = numa;
   d.node = node;
   return d;
