@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -152,11 +153,13 @@ System discoverSystem(Bootstrap& bootstrap, uint64_t hostHash, int device) {
             me.numa >= 0 ? std::to_string(node.numaNodes[me.numa].osIndex) : "?");
   if (rank == 0) LOOM_TRACE(kLogGraph, system.describe());
   if (envIsSet(EnvVar::LOOM_TOPO_DUMP_FILE)) {
-    // One file per process: the lowest rank of this process writes it.
-    bool first = true;
+    // One file per process: the lowest rank of this process writes it, for the first
+    // communicator only (usually the world), so that later splits do not replace it.
+    bool lowest = true;
     for (int r = 0; r < rank; ++r)
-      if (all[r].hostHash == hostHash && all[r].pid == mine.pid) first = false;
-    if (first) writeDump(loaded.get(), system, rank);
+      if (all[r].hostHash == hostHash && all[r].pid == mine.pid) lowest = false;
+    static std::atomic<bool> written{false};
+    if (lowest && !written.exchange(true)) writeDump(loaded.get(), system, rank);
   }
   return system;
 }
