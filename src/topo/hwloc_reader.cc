@@ -103,7 +103,8 @@ Gpu readGpu(const NodeTopology& node, hwloc_obj_t pci) {
   return gpu;
 }
 
-// A network-class PCI device with at least one OS device; nullopt-like empty name otherwise.
+// A network-class PCI device as a NIC; the name stays empty when hwloc saw no OS device on it
+// (unconfigured, so loom cannot use it).
 Nic readNic(const NodeTopology& node, hwloc_obj_t pci) {
   Nic nic;
   bool openFabrics = false;
