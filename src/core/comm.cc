@@ -13,6 +13,7 @@
 #include "src/core/host_stream.h"
 #include "src/core/logging.h"
 #include "src/core/planner.h"
+#include "src/topo/system_exchange.h"
 #include "transports/registry.h"
 
 namespace loom {
@@ -135,11 +136,19 @@ void Comm::exchangeRankInfo() {
   localRanks_ = localRanks;
   static std::once_flag envLogged;
   std::call_once(envLogged, logEnvTable);
+  discoverTopology();
   LOOM_INFO(
       kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ", localRanks,
       ", device ",
       options_.device == LOOM_DEVICE_CPU ? std::string("cpu") : strCat("cuda:", options_.device));
   state_ = loomSuccess;
+}
+
+// ---- Topology (src/topo) ----
+// Every rank describes its node and the ranks exchange descriptions. Discovery problems fall
+// back to a minimal topology inside discoverSystem; only bootstrap failures reach the caller.
+void Comm::discoverTopology() {
+  system_ = topo::discoverSystem(*bootstrap_, rankInfos_[rank_].hostHash, options_.device);
 }
 
 void Comm::startAsync(std::function<void()> work) {

@@ -17,6 +17,7 @@
 #include "loom/loom.h"
 #include "src/core/bootstrap.h"
 #include "src/core/unique_id.h"
+#include "src/topo/system.h"
 #include "transports/transport.h"
 
 // The C API's opaque handle type; every Comm is one.
@@ -117,6 +118,8 @@ class Comm : public loomComm {
   int hostCount() const { return hostCount_; }
   int localRank() const { return localRank_; }
   int localRanks() const { return localRanks_; }
+  // Topology from init (discoverTopology): nodes, each rank's place, path class per rank pair.
+  const topo::System& system() const { return system_; }
   loomResult_t asyncError() const { return state_.load(); }
   // Throws InvalidUsage unless init finished successfully and finalize was not called.
   void requireReady(const char* operation) const;
@@ -132,6 +135,8 @@ class Comm : public loomComm {
   void initFromPeers(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
                      const Secret& secret);
   void exchangeRankInfo();
+  // Topology: discover (or load LOOM_TOPO_FILE), exchange, build system_, dump. Collective.
+  void discoverTopology();
   BootstrapOptions bootstrapOptions(const Secret& secret) const;
   void releaseResources();
   std::string describe() const;
@@ -160,6 +165,7 @@ class Comm : public loomComm {
   int hostCount_ = 0;
   int localRank_ = 0;
   int localRanks_ = 0;
+  topo::System system_;
   std::mutex lastErrorMutex_;
   std::string lastError_;
   std::string lastErrorCopy_;  // what lastError() returned, stable until the next call

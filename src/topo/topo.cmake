@@ -1,0 +1,9 @@
+# Topology: hwloc discovery, the node description ranks exchange, path classes, the system view.
+list(APPEND loom_sources
+  src/topo/node_topology.cc
+  src/topo/discovery.cc
+  src/topo/hwloc_reader.cc
+  src/topo/path_class.cc
+  src/topo/system.cc
+  src/topo/system_exchange.cc
+)

@@ -1,0 +1,41 @@
+#!/bin/bash
+# Runs loom-topo --xml on fixtures and checks lines of its output (ctest loom_topo_tool_xml).
+set -u
+tool=$1
+fixtures=$2
+status=0
+
+expect() {  # expect OUTPUT REGEX: the output has a line matching the (extended) regex
+  if ! grep -Eq -- "$2" <<<"$1"; then
+    echo "missing line matching: $2"
+    status=1
+  fi
+}
+
+out=$("$tool" --xml "$fixtures/dell-xe8640-h100x4-mlx5x4-nvlink.ipa20.xml") || {
+  echo "loom-topo failed on the XE8640 fixture"; exit 1; }
+echo "$out"
+expect "$out" "^loom-topo: .*: 2 socket\(s\), 8 NUMA node\(s\), 112 cores, 224 PUs, 4 GPU\(s\), 6 NIC\(s\)$"
+expect "$out" "^  GPU0  0000:4e:00.0  \[10de:2330\]  cuda 0  cuda0 nvml0  NUMA 3  cpus 42-55,154-167"
+expect "$out" "^  mlx5_0 +0000:4d:00.0 .* InfiniBand +netdev hsi0 +NUMA 3"
+expect "$out" "^        via hostbridge 0000:\[48-4e\] > .* > "
+expect "$out" "^GPU0 +X +NV150 +NV150 +NV150 +SOCK +SOCK +PIX +PIX +SOCK +SYS +PHB +SYS$"
+expect "$out" "^  PIX +PCIe switch +nominal"
+expect "$out" "^  GPU0 -> mlx5_0 \(PIX\)$"
+expect "$out" "^  GPU1 -> mlx5_2 \(PIX\)$"
+expect "$out" "^  GPU3 -> mlx5_3 \(PIX\)$"
+expect "$out" "^Node summary: 4 GPU\(s\), slowest GPU pair NVL 150.0 GB/s"
+
+out=$("$tool" --xml "$fixtures/aws-g4dn-metal-t4x8-efa.xml") || { echo "loom-topo failed on g4dn"; exit 1; }
+expect "$out" "^  rdmap197s0 +0000:c5:00.0 +\[1d0f:efa0\] +RoCE"
+expect "$out" "^  GPU7 -> rdmap197s0 \(NUMA\)$"
+
+# A bad file: a clear message naming it, exit status 2, no crash.
+err=$("$tool" --xml "$fixtures/does-not-exist.xml" 2>&1)
+rc=$?
+[ $rc -eq 2 ] || { echo "missing file: exit status $rc, expected 2"; status=1; }
+expect "$err" "cannot open topology file '.*does-not-exist.xml': No such file or directory"
+
+err=$("$tool" --bogus 2>&1)
+expect "$err" "unknown option '--bogus'"
+exit $status
