@@ -14,6 +14,7 @@
 #include "src/core/logging.h"
 #include "src/core/planner.h"
 #include "src/topo/system_exchange.h"
+#include "src/tune/comm_topology.h"
 #include "transports/registry.h"
 
 namespace loom {
@@ -123,10 +124,7 @@ void Comm::exchangeRankInfo() {
       ++localRanks;
     }
   }
-  // Until topology-aware rings land, the ring is rank order.
-  ringOrder_.resize(static_cast<size_t>(nranks_));
-  for (int r = 0; r < nranks_; ++r) ringOrder_[r] = r;
-  ringPosition_ = rank_;
+  ringPosition_ = tune::buildRing(rankInfos_, rank_, ringOrder_);
   int64_t channels = envInt(EnvVar::LOOM_NCHANNELS);
   LOOM_ENFORCE(channels >= 1 && channels <= 16, InvalidArgument, "LOOM_NCHANNELS=", channels,
                " is out of range; use 1 to 16");

@@ -3,11 +3,16 @@
 #include <algorithm>
 
 #include "algorithms/alltoall.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/tree.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/schedules.h"
 #include "src/kernels/datatype_traits.h"
+#include "src/tune/comm_topology.h"
+#include "src/tune/cost_model.h"
+#include "transports/shm/ll_connection.h"
+#include "transports/slot_ring.h"
 
 namespace loom {
 namespace {
@@ -28,6 +33,50 @@ size_t chunkElements(size_t slotBytes, size_t elemSize, size_t align) {
 }
 
 int treeChannel(int tree, int channel) { return kTreeChannelBase + 16 * tree + channel; }
+int hierIntraChannel(int channel) { return kHierIntraChannelBase + channel; }
+int hierInterChannel(int channel) { return kHierInterChannelBase + channel; }
+
+// This rank's place in hierarchical AllReduce: its node's chain, and the ring of the ranks at
+// the same local position on every node.
+struct HierPlace {
+  int localRanks = 1, pos = 0;  // in the node's chain
+  int intraNext = -1, intraPrev = -1;
+  int nodes = 1, node = 0;  // the inter-node ring is indexed by node
+  int interNext = -1, interPrev = -1;
+};
+
+HierPlace hierPlace(const Comm& c) {
+  const tune::NodeLayout l = tune::nodeLayout(c);
+  HierPlace h;
+  h.node = l.nodeOf[c.rank()];
+  const std::vector<int>& chain = l.ranks[h.node];
+  h.localRanks = static_cast<int>(chain.size());
+  h.pos = static_cast<int>(std::find(chain.begin(), chain.end(), c.rank()) - chain.begin());
+  h.intraNext = chain[(h.pos + 1) % h.localRanks];
+  h.intraPrev = chain[(h.pos + h.localRanks - 1) % h.localRanks];
+  h.nodes = l.nodes();
+  h.interNext = l.ranks[(h.node + 1) % h.nodes][h.pos];
+  h.interPrev = l.ranks[(h.node + h.nodes - 1) % h.nodes][h.pos];
+  return h;
+}
+
+size_t opBytes(const CollOp& op) { return op.count * dataTypeSize(op.type); }
+
+// LOOM_PROTO, when set, limits the tuner to that protocol.
+std::vector<tune::Proto> forcedProtos() {
+  std::string forced = envString(EnvVar::LOOM_PROTO);
+  if (forced == "simple") return {tune::Proto::kSimple};
+  if (forced == "ll") return {tune::Proto::kLL};
+  LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_PROTO='", forced,
+               "' is not a protocol; use simple or ll (or unset it)");
+  return {};
+}
+
+tune::Algo tuneAlgo(Algorithm a) {
+  return a == Algorithm::kTree   ? tune::Algo::kTree
+         : a == Algorithm::kHier ? tune::Algo::kHier
+                                 : tune::Algo::kRing;
+}
 
 // Every connection id of `op` is shifted when it uses LL.
 int protocolOffset(const CollOp& op) {
@@ -46,6 +95,8 @@ const char* algorithmName(Algorithm a) {
       return "chain";
     case Algorithm::kDirect:
       return "direct";
+    case Algorithm::kHier:
+      return "hier";
   }
   return "?";
 }
@@ -54,27 +105,50 @@ Algorithm chooseAlgorithm(const CollOp& op) {
   if (op.kind == CollKind::kBroadcast || op.kind == CollKind::kReduce) return Algorithm::kChain;
   if (!ringBased(op.kind)) return Algorithm::kDirect;
   if (op.kind != CollKind::kAllReduce) return Algorithm::kRing;
+  const Comm& c = *op.comm;
+  const tune::NodeLayout layout = tune::nodeLayout(c);
+  const tune::ClusterModel model = tune::clusterModel(c, layout);
   std::string forced = envString(EnvVar::LOOM_ALGO);
   if (forced == "ring") return Algorithm::kRing;
   if (forced == "tree") return Algorithm::kTree;
+  if (forced == "hier") {
+    // Where it cannot run (one node, one rank per node, uneven nodes) it would be the ring.
+    return tune::applies(model, tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
+  }
   LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_ALGO='", forced,
-               "' is not an algorithm; use ring or tree (or unset it)");
-  const int64_t threshold = envInt(EnvVar::LOOM_TREE_THRESHOLD);
-  const size_t bytes = op.count * dataTypeSize(op.type);
-  return op.comm->nranks() > 2 && static_cast<int64_t>(bytes) <= threshold ? Algorithm::kTree
-                                                                           : Algorithm::kRing;
+               "' is not an algorithm; use ring, tree or hier (or unset it)");
+  const size_t bytes = opBytes(op);
+  if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) {
+    const int64_t threshold = envInt(EnvVar::LOOM_TREE_THRESHOLD);
+    return c.nranks() > 2 && static_cast<int64_t>(bytes) <= threshold ? Algorithm::kTree
+                                                                      : Algorithm::kRing;
+  }
+  const tune::Choice choice = tune::best(model, static_cast<double>(bytes), {}, forcedProtos());
+  return choice.algo == tune::Algo::kTree   ? Algorithm::kTree
+         : choice.algo == tune::Algo::kHier ? Algorithm::kHier
+                                            : Algorithm::kRing;
 }
 
 transport::Protocol chooseProtocol(const CollOp& op) {
-  std::string forced = envString(EnvVar::LOOM_PROTO);
-  if (forced == "simple") return transport::Protocol::kSimple;
-  if (forced == "ll") return transport::Protocol::kLL;
-  LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_PROTO='", forced,
-               "' is not a protocol; use simple or ll (or unset it)");
-  const size_t bytes = op.count * dataTypeSize(op.type);
-  return static_cast<int64_t>(bytes) <= envInt(EnvVar::LOOM_LL_THRESHOLD)
-             ? transport::Protocol::kLL
-             : transport::Protocol::kSimple;
+  const std::vector<tune::Proto> forced = forcedProtos();
+  if (!forced.empty()) {
+    return forced[0] == tune::Proto::kLL ? transport::Protocol::kLL : transport::Protocol::kSimple;
+  }
+  const size_t bytes = opBytes(op);
+  if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) {
+    return static_cast<int64_t>(bytes) <= envInt(EnvVar::LOOM_LL_THRESHOLD)
+               ? transport::Protocol::kLL
+               : transport::Protocol::kSimple;
+  }
+  // The model prices AllReduce; the other collectives move their data over the ring (or
+  // direct links) with the same per-hop trade-off, so they take the ring's protocol.
+  const Comm& c = *op.comm;
+  const tune::NodeLayout layout = tune::nodeLayout(c);
+  const tune::ClusterModel model = tune::clusterModel(c, layout);
+  const tune::Algo algo =
+      op.kind == CollKind::kAllReduce ? tuneAlgo(op.algorithm) : tune::Algo::kRing;
+  const tune::Choice choice = tune::best(model, static_cast<double>(bytes), {algo});
+  return choice.proto == tune::Proto::kLL ? transport::Protocol::kLL : transport::Protocol::kSimple;
 }
 
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {
@@ -94,9 +168,10 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
       }
       break;
     }
-    case Algorithm::kTree:
+    case Algorithm::kTree: {
+      const tune::NodeLayout layout = tune::nodeLayout(c);
       for (int t = 0; t < 2; ++t) {
-        algo::TreeLinks links = algo::dtree(n, t, me);
+        algo::TreeLinks links = tune::treeLinks(layout, t, me);
         for (int ch = 0; ch < c.channels(); ++ch) {
           // Up: receive from children, send to the parent; down: the reverse.
           if (links.parent >= 0) {
@@ -111,6 +186,17 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
         }
       }
       break;
+    }
+    case Algorithm::kHier: {
+      const HierPlace h = hierPlace(c);
+      for (int ch = 0; ch < c.channels(); ++ch) {
+        out.push_back({h.intraNext, hierIntraChannel(ch), true});
+        out.push_back({h.intraPrev, hierIntraChannel(ch), false});
+        out.push_back({h.interNext, hierInterChannel(ch), true});
+        out.push_back({h.interPrev, hierInterChannel(ch), false});
+      }
+      break;
+    }
     case Algorithm::kDirect:
       if (op.kind == CollKind::kSend && op.peer != me) out.push_back({op.peer, kP2pChannel, true});
       if (op.kind == CollKind::kRecv && op.peer != me) out.push_back({op.peer, kP2pChannel, false});
@@ -147,8 +233,17 @@ struct Planner {
     if (recvFrom >= 0) l.addRecv(c.recvConnection(recvFrom, channel + off), recvFrom);
     return l;
   }
+  // Every rank of a ring or tree must cut the data into the same pieces, but its links may be
+  // of different transports (shared memory inside a node, TCP between nodes) with different
+  // slot sizes: pieces are capped at the smallest slot any transport uses for the protocol.
+  size_t commonSlotBytes() const {
+    const size_t env = transport::slotBytesFromEnv();
+    return op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes)
+                                                   : env;
+  }
   size_t chunkFor(transport::SendConnection* conn) {
-    return chunkElements(conn != nullptr ? conn->slotBytes() : kLocalChunkBytes, elem, align);
+    if (conn == nullptr) return chunkElements(kLocalChunkBytes, elem, align);
+    return chunkElements(std::min(conn->slotBytes(), commonSlotBytes()), elem, align);
   }
 
   void ring(Algorithm algorithm) {
@@ -188,9 +283,10 @@ struct Planner {
 
   // Double binary tree: each tree reduces up and broadcasts down one half of the data.
   void tree() {
-    const int n = c.nranks(), me = c.rank();
+    const int me = c.rank();
+    const tune::NodeLayout layout = tune::nodeLayout(c);
     for (int t = 0; t < 2; ++t) {
-      algo::TreeLinks links = algo::dtree(n, t, me);
+      algo::TreeLinks links = tune::treeLinks(layout, t, me);
       algo::TreePrims prims = algo::treeAllReducePrims(links, op.sendbuff == op.recvbuff);
       algo::Range half = algo::treeAllReduceHalf(op.count, t, align);
       for (int ch = 0; ch < c.channels(); ++ch) {
@@ -221,6 +317,56 @@ struct Planner {
               label + " down", upTask);
         }
       }
+    }
+  }
+
+  // A task on a variant of `op` (owned by its step source, see OpOwningSteps).
+  PrimTask* addOwned(const CollOp& variant, std::unique_ptr<StepSource> steps,
+                     const TaskLinks& links, const std::string& label, const PrimTask* gate) {
+    auto owning = std::make_unique<OpOwningSteps>(variant, std::move(steps));
+    const CollOp& owned = owning->op();
+    tasks.push_back(std::make_unique<PrimTask>(owned, std::move(owning), links, label, gate));
+    return tasks.back().get();
+  }
+
+  // Hierarchical AllReduce (algorithms/hierarchical.h), per channel three tasks: reduce-scatter
+  // inside the node on `op`; AllReduce of this rank's block across nodes, and all-gather inside
+  // the node, both on the output buffer. Each phase is gated on the whole previous one.
+  void hier() {
+    const HierPlace h = hierPlace(c);
+    const int L = h.localRanks;
+    // Phases 2 and 3 read the partial results from the output. The pre-op (PreMulSum's
+    // multiply) was applied to the inputs in phase 1; phase 2 adds plain sums and applies the
+    // post-op (SumPostDiv) on its final steps; phase 3 only copies.
+    CollOp net = op;
+    net.sendbuff = op.recvbuff;
+    if (net.reduce == ReduceOpKind::kPreMulSum) net.reduce = ReduceOpKind::kSum;
+    CollOp gather = net;
+    gather.kind = CollKind::kAllGather;
+    gather.reduce = ReduceOpKind::kSum;
+    for (int ch = 0; ch < c.channels(); ++ch) {
+      const int intra = hierIntraChannel(ch), inter = hierInterChannel(ch);
+      const size_t localChunk = chunkFor(c.sendConnection(h.intraNext, intra + off));
+      const size_t netChunk = chunkFor(c.sendConnection(h.interNext, inter + off));
+      const std::string label = strCat(name, " (hier) channel ", ch);
+      auto local = [&](bool isGather) {
+        return hierLocalSteps(isGather, L, h.pos, op.count, c.channels(), ch, localChunk, align);
+      };
+      const algo::Range block = algo::hierSlice(op.count, L, h.pos, c.channels(), ch, align);
+      // The inter-node ring's order is never read by the AllReduce walk (positions only).
+      const RingPlace ring{nullptr, h.nodes, c.rank(), h.node};
+      auto netSteps = [&] { return ringAllReduceSteps(ring, block, netChunk, align); };
+
+      PrimTask* scatter = add(local(false), ringLinks(h.intraNext, h.intraPrev, intra),
+                              label + " local reduce-scatter");
+      const size_t scatterSteps = countSteps(*local(false));
+      PrimTask* across =
+          addOwned(net, afterSteps(scatterSteps, netSteps()),
+                   ringLinks(h.interNext, h.interPrev, inter), label + " across nodes", scatter);
+      const size_t acrossSteps =
+          (scatterSteps > 0 ? scatterSteps - 1 : 0) + countSteps(*netSteps());
+      addOwned(gather, afterSteps(acrossSteps, local(true)),
+               ringLinks(h.intraNext, h.intraPrev, intra), label + " local all-gather", across);
     }
   }
 
@@ -266,12 +412,16 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
   Algorithm a = op.algorithm;
   if (a == Algorithm::kTree) {
     p.tree();
+  } else if (a == Algorithm::kHier) {
+    p.hier();
   } else if (a == Algorithm::kDirect) {
     size_t slot = kLocalChunkBytes;
     if (c.nranks() > 1) {
       int peer = op.kind == CollKind::kAlltoAll ? (c.rank() + 1) % c.nranks() : op.peer;
       slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, kP2pChannel + p.off)->slotBytes()
                                         : c.sendConnection(peer, kP2pChannel + p.off)->slotBytes();
+      // AlltoAll's peers may sit behind different transports: one piece size for all.
+      if (op.kind == CollKind::kAlltoAll) slot = std::min(slot, p.commonSlotBytes());
     }
     p.direct(slot);
   } else {

@@ -2,13 +2,14 @@
 // tree, pairwise), which connections (peer, channel, direction), and the step walk of each task.
 //
 // Protocol: LL (data and flag in one 8-byte word: one cache line to poll instead of a counter
-// and the data) for calls up to LOOM_LL_THRESHOLD bytes per rank, Simple above; LOOM_PROTO
-// overrides.
-// Algorithm choice until the topology-aware tuner lands (LOOM_ALGO overrides): AllReduce
-// uses the double binary tree when it has more than 2 ranks and at most LOOM_TREE_THRESHOLD
-// bytes (fewer hops: 2 log2(n) instead of 2(n - 1)), the ring otherwise; AllGather and
-// ReduceScatter use the ring; Broadcast and Reduce a pipelined chain along the ring;
-// AlltoAll and Send/Recv direct connections to each peer.
+// and the data) or Simple, as the tuner (src/tune/cost_model.h) predicts cheaper for the
+// call's size on this communicator's nodes; LOOM_PROTO forces one, LOOM_LL_THRESHOLD
+// restores a fixed size threshold.
+// Algorithm: AllReduce takes the tuner's cheapest of ring, double binary tree (over nodes,
+// chains inside) and hierarchical (several hosts); LOOM_ALGO forces one, LOOM_TREE_THRESHOLD
+// restores a fixed tree/ring threshold. AllGather and ReduceScatter use the ring; Broadcast
+// and Reduce a pipelined chain along the ring; AlltoAll and Send/Recv direct connections.
+// Rings follow the topology order (src/tune/comm_topology.h: nodes contiguous).
 #pragma once
 
 #include <memory>
@@ -28,6 +29,9 @@ Algorithm chooseAlgorithm(const CollOp& op);
 // layout differs).
 inline constexpr int kTreeChannelBase = 32;
 inline constexpr int kP2pChannel = 64;
+// Hierarchical AllReduce: inter-node rings on 80 + channel, intra-node rings on 96 + channel.
+inline constexpr int kHierInterChannelBase = 80;
+inline constexpr int kHierIntraChannelBase = 96;
 inline constexpr int kLLChannelOffset = 128;
 
 // Simple, or LL for small messages: LOOM_PROTO overrides; by default LL up to

@@ -1,5 +1,6 @@
 #include "src/core/schedules.h"
 
+#include "algorithms/hierarchical.h"
 #include "algorithms/ring.h"
 
 namespace loom {
@@ -111,7 +112,86 @@ class Pipe : public StepSource {
   size_t done_ = 0;
 };
 
+// Phase 1 or 3 of hierarchical AllReduce: per loop one piece of every block, one step per
+// block; a block whose slice is shorter than others skips its empty pieces (every rank alike).
+class HierLocal : public StepSource {
+ public:
+  HierLocal(bool gather, int localRanks, int pos, size_t count, int nchannels, int channel,
+            size_t chunk, size_t align)
+      : gather_(gather),
+        localRanks_(localRanks),
+        pos_(pos),
+        count_(count),
+        nchannels_(nchannels),
+        channel_(channel),
+        chunk_(chunk),
+        align_(align),
+        loops_(algo::hierLocalLoopCount(count, localRanks, nchannels, channel, chunk, align)) {}
+  bool next(PrimStep& out) override {
+    while (loop_ < loops_) {
+      const algo::HierStep hs = gather_ ? algo::hierAllGatherStep(localRanks_, pos_, step_)
+                                        : algo::hierReduceScatterStep(localRanks_, pos_, step_);
+      const Range slice =
+          algo::hierSlice(count_, localRanks_, hs.block, nchannels_, channel_, align_);
+      const size_t loop = loop_;
+      if (++step_ == localRanks_) {
+        step_ = 0;
+        ++loop_;
+      }
+      if (loop * chunk_ >= slice.count) continue;
+      const Range piece = algo::pipelineChunk(slice, chunk_, loop);
+      out = PrimStep{hs.prim, piece.offset, piece.offset, piece.count, false};
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  bool gather_;
+  int localRanks_, pos_;
+  size_t count_;
+  int nchannels_, channel_;
+  size_t chunk_, align_, loops_;
+  size_t loop_ = 0;
+  int step_ = 0;
+};
+
+class AfterSteps : public StepSource {
+ public:
+  AfterSteps(size_t waits, std::unique_ptr<StepSource> inner)
+      : waits_(waits), inner_(std::move(inner)) {}
+  bool next(PrimStep& out) override {
+    if (waits_ > 0) {
+      --waits_;
+      out = PrimStep{};  // no primitive, no data: only counts against the gate
+      return true;
+    }
+    return inner_->next(out);
+  }
+
+ private:
+  size_t waits_;
+  std::unique_ptr<StepSource> inner_;
+};
+
 }  // namespace
+
+std::unique_ptr<StepSource> hierLocalSteps(bool gather, int localRanks, int pos, size_t count,
+                                           int nchannels, int channel, size_t chunk, size_t align) {
+  return std::make_unique<HierLocal>(gather, localRanks, pos, count, nchannels, channel, chunk,
+                                     align);
+}
+
+size_t countSteps(StepSource& source) {
+  size_t n = 0;
+  PrimStep s;
+  while (source.next(s)) ++n;
+  return n;
+}
+
+std::unique_ptr<StepSource> afterSteps(size_t gateSteps, std::unique_ptr<StepSource> inner) {
+  return std::make_unique<AfterSteps>(gateSteps > 0 ? gateSteps - 1 : 0, std::move(inner));
+}
 
 std::unique_ptr<StepSource> ringAllReduceSteps(const RingPlace& ring, Range slice, size_t chunk,
                                                size_t align) {

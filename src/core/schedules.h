@@ -35,4 +35,35 @@ std::unique_ptr<StepSource> chainSteps(algo::ChainColl coll, const RingPlace& ri
 std::unique_ptr<StepSource> pipeSteps(algo::Prim prim, size_t inOffset, size_t outOffset,
                                       size_t count, size_t chunk, bool final);
 
+// Hierarchical AllReduce (algorithms/hierarchical.h): phase 1 (gather = false: reduce-scatter
+// inside the node) or phase 3 (gather = true: all-gather inside the node) for the rank at
+// local position `pos` of `localRanks`, on channel `channel` of `nchannels`. Never final: the
+// op's post-op belongs to phase 2.
+std::unique_ptr<StepSource> hierLocalSteps(bool gather, int localRanks, int pos, size_t count,
+                                           int nchannels, int channel, size_t chunk, size_t align);
+
+// The number of steps `source` yields (it is consumed).
+size_t countSteps(StepSource& source);
+
+// `inner`, after `gateSteps` - 1 empty steps. A task gated (PrimTask's gate) on a task of
+// `gateSteps` steps then starts its real work only once the gate task has finished all of
+// them: a full dependency between phases that use different connections. Over-counting
+// `gateSteps` is safe (a finished gate releases every step).
+std::unique_ptr<StepSource> afterSteps(size_t gateSteps, std::unique_ptr<StepSource> inner);
+
+// A step source that owns the CollOp its task runs on: hierarchical phases run on variants of
+// the caller's op (input read from the output buffer, no second pre-op). The PrimTask is made
+// with op() and takes ownership of this source, which keeps the op alive as long as the task.
+class OpOwningSteps : public StepSource {
+ public:
+  OpOwningSteps(const CollOp& op, std::unique_ptr<StepSource> inner)
+      : op_(op), inner_(std::move(inner)) {}
+  const CollOp& op() const { return op_; }
+  bool next(PrimStep& step) override { return inner_->next(step); }
+
+ private:
+  CollOp op_;
+  std::unique_ptr<StepSource> inner_;
+};
+
 }  // namespace loom
