@@ -106,14 +106,13 @@ Algorithm chooseAlgorithm(const CollOp& op) {
   if (!ringBased(op.kind)) return Algorithm::kDirect;
   if (op.kind != CollKind::kAllReduce) return Algorithm::kRing;
   const Comm& c = *op.comm;
-  const tune::NodeLayout layout = tune::nodeLayout(c);
-  const tune::ClusterModel model = tune::clusterModel(c, layout);
   std::string forced = envString(EnvVar::LOOM_ALGO);
   if (forced == "ring") return Algorithm::kRing;
   if (forced == "tree") return Algorithm::kTree;
+  auto model = [&c] { return tune::clusterModel(c, tune::nodeLayout(c)); };
   if (forced == "hier") {
     // Where it cannot run (one node, one rank per node, uneven nodes) it would be the ring.
-    return tune::applies(model, tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
+    return tune::applies(model(), tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
   }
   LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_ALGO='", forced,
                "' is not an algorithm; use ring, tree or hier (or unset it)");
@@ -123,7 +122,7 @@ Algorithm chooseAlgorithm(const CollOp& op) {
     return c.nranks() > 2 && static_cast<int64_t>(bytes) <= threshold ? Algorithm::kTree
                                                                       : Algorithm::kRing;
   }
-  const tune::Choice choice = tune::best(model, static_cast<double>(bytes), {}, forcedProtos());
+  const tune::Choice choice = tune::best(model(), static_cast<double>(bytes), {}, forcedProtos());
   return choice.algo == tune::Algo::kTree   ? Algorithm::kTree
          : choice.algo == tune::Algo::kHier ? Algorithm::kHier
                                             : Algorithm::kRing;

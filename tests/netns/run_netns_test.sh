@@ -9,8 +9,12 @@
 #
 # --measure also times AllReduce (loom_netns_rank) at 8 B, 1 MiB and 64 MiB with the tuner's
 # choice, the flat ring and hierarchical AllReduce, and prints the figures.
-# Environment: LOOM_NETNS_HOSTS (default 3), LOOM_NETNS_RATE (tbf rate, default 1gbit);
-# for --measure LOOM_NETNS_SIZES (BYTES:ITERS list) and LOOM_NETNS_ALGOS ("tuner ring hier"),
+# Environment: LOOM_NETNS_HOSTS (default 3), LOOM_NETNS_RATE (tbf rate, default 1gbit),
+# LOOM_NETNS_TBF (the rest of the tbf line, default "burst 1mb latency 20ms": a shallower
+# queue cost hier 20% of its bandwidth), LOOM_NETNS_MTU, LOOM_NETNS_SYSCTL (key=value words set
+# in every namespace); for --measure LOOM_NETNS_SIZES (BYTES:ITERS list), LOOM_NETNS_ALGOS
+# ("tuner ring hier"), LOOM_NETNS_EXTRA_ENV (more VAR=value for the ranks), LOOM_NETNS_NSTAT
+# (a regex of TCP counters to print per host afterwards), LOOM_NETNS_PER_HOST (default 2),
 # and LOOM_NETNS_ONLY_MEASURE=1 to skip the correctness runs.
 # Exit 77 (ctest's SKIP_RETURN_CODE) when not root or without netns/veth/bridge/tbf support.
 # The namespaces, bridge and rank processes are removed on any exit.
@@ -20,7 +24,7 @@ NETNS_RANK=${2:?usage: $0 COLL_RANK_BINARY NETNS_RANK_BINARY [--measure]}
 MEASURE=${3:-}
 HOSTS=${LOOM_NETNS_HOSTS:-3}
 RATE=${LOOM_NETNS_RATE:-1gbit}
-PER_HOST=2
+PER_HOST=${LOOM_NETNS_PER_HOST:-2}
 NRANKS=$((HOSTS * PER_HOST))
 TAG=lm$(($$ % 100000))  # short: interface names have 15 characters at most
 BRIDGE=${TAG}br
@@ -61,6 +65,7 @@ for ((h = 0; h < HOSTS; ++h)); do
   [ -z "${LOOM_NETNS_MTU:-}" ] || ip link set "${TAG}v$h" mtu "$LOOM_NETNS_MTU"
   ip -n "$ns" link set loomnet0 up || exit 1
   ip -n "$ns" link set lo up || exit 1
+  for kv in ${LOOM_NETNS_SYSCTL:-}; do ip netns exec "$ns" sysctl -q -w "$kv" || exit 1; done
   # The host's link: everything it sends goes through a token bucket at RATE.
   tc -n "$ns" qdisc add dev loomnet0 root tbf rate "$RATE" ${LOOM_NETNS_TBF:-burst 1mb latency 20ms} ||
     skip "tc tbf is not available"
@@ -133,5 +138,11 @@ if [ "$MEASURE" = "--measure" ]; then
       ${LOOM_NETNS_SIZES:-8:200 1048576:10 67108864:3} || status=1
     grep -h "^allreduce" "$LOGDIR/time-$algo.0.log"
   done
+  if [ -n "${LOOM_NETNS_NSTAT:-}" ]; then  # TCP counters matching this regex, per host
+    for ((h = 0; h < HOSTS; ++h)); do
+      echo "host $h: $(ip netns exec "${TAG}h$h" nstat -az 2>/dev/null |
+        grep -E "$LOOM_NETNS_NSTAT" | awk '$2 != 0 {printf "%s=%s ", $1, $2}')"
+    done
+  fi
 fi
 exit $status
