@@ -2,8 +2,10 @@
 // CPUs, the path class between every pair (like `nvidia-smi topo -m`), the GPU-NIC pairing
 // loom uses, and the summary the tuner reads. This machine by default, or an hwloc XML file.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,8 @@
 #include "src/topo/discovery.h"
 #include "src/topo/path_class.h"
 #include "src/topo/system.h"
+#include "src/tune/decision_table.h"
+#include "src/tune/node_model.h"
 
 namespace {
 
@@ -20,7 +24,30 @@ using namespace loom::topo;
 struct Options {
   std::string xml;  // empty: this machine
   bool help = false;
+  bool tune = false;
+  std::vector<int> nodes{1, 2, 8, 64, 1024};
+  int cpuRanks = 2;
 };
+
+std::vector<int> parseNodeList(const char* text) {
+  std::vector<int> nodes;
+  std::string item;
+  for (const char* p = text;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      char* end = nullptr;
+      const long n = std::strtol(item.c_str(), &end, 10);
+      LOOM_ENFORCE(!item.empty() && *end == '\0' && n >= 1 && n <= 1000000, InvalidArgument,
+                   "--nodes wants a comma list of node counts from 1, e.g. 2,8,1024; got '", text,
+                   "'");
+      nodes.push_back(static_cast<int>(n));
+      item.clear();
+      if (*p == '\0') break;
+    } else {
+      item += *p;
+    }
+  }
+  return nodes;
+}
 
 // One row per option; add options here (the parser and --help both read this table).
 struct OptionSpec {
@@ -34,6 +61,17 @@ const std::vector<OptionSpec>& optionTable() {
   static const std::vector<OptionSpec> table = {
       {"--xml", "FILE", "read an hwloc XML file (lstopo --of xml) instead of this machine",
        [](Options& o, const char* v) { o.xml = v; }},
+      {"--tune", nullptr,
+       "print the tuner's AllReduce decisions (size -> algorithm, protocol, channels, predicted "
+       "time and busbw) for clusters of this node",
+       [](Options& o, const char*) { o.tune = true; }},
+      {"--nodes", "LIST", "node counts for --tune (default 1,2,8,64,1024)",
+       [](Options& o, const char* v) { o.nodes = parseNodeList(v); }},
+      {"--cpu-ranks", "N", "ranks per node for --tune on a node without GPUs (default 2)",
+       [](Options& o, const char* v) {
+         o.cpuRanks = std::atoi(v);
+         LOOM_ENFORCE(o.cpuRanks >= 1, InvalidArgument, "--cpu-ranks wants a number from 1");
+       }},
       {"--help", nullptr, "print this help", [](Options& o, const char*) { o.help = true; }},
   };
   return table;
@@ -42,7 +80,7 @@ const std::vector<OptionSpec>& optionTable() {
 void printUsage(FILE* out) {
   std::fprintf(out, "usage: loom-topo [options]\n");
   for (const OptionSpec& o : optionTable())
-    std::fprintf(out, "  %-12s %s\n",
+    std::fprintf(out, "  %-14s %s\n",
                  strCat(o.name, o.argument ? " " : "", o.argument ? o.argument : "").c_str(),
                  o.help);
 }
@@ -186,6 +224,17 @@ int main(int argc, char** argv) {
         "%zu GPU(s), %zu NIC(s)\n\n",
         node.source.c_str(), node.hostName.c_str(), node.packages.size(), node.numaNodes.size(),
         node.cores, node.pus, node.gpus.size(), node.nics.size());
+    if (options.tune) {
+      printSummary(node);
+      for (int nodes : options.nodes) {
+        std::printf("\n");
+        std::fflush(stdout);
+        loom::tune::printDecisionTable(
+            loom::tune::modelForNode(summarizeNode(node), nodes, options.cpuRanks), std::cout);
+        std::cout.flush();
+      }
+      return 0;
+    }
     printDevices(node);
     printMatrix(node);
     printPairing(node);

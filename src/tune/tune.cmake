@@ -5,7 +5,8 @@ list(APPEND loom_sources
   ${CMAKE_CURRENT_LIST_DIR}/cluster_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/comm_topology.cc
   ${CMAKE_CURRENT_LIST_DIR}/cost_model.cc
-  ${CMAKE_CURRENT_LIST_DIR}/decision_table.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/decision_table.cc
+  ${CMAKE_CURRENT_LIST_DIR}/node_model.cc)
 
 # Decision tables for simulated clusters (a development tool, not installed).
 add_executable(loom-tune-table ${CMAKE_CURRENT_LIST_DIR}/loom_tune_table.cc)

@@ -26,6 +26,19 @@ expect "$out" "^  GPU1 -> mlx5_2 \(PIX\)$"
 expect "$out" "^  GPU3 -> mlx5_3 \(PIX\)$"
 expect "$out" "^Node summary: 4 GPU\(s\), slowest GPU pair NVL 150.0 GB/s"
 
+# --tune: the tuner's decisions for clusters of that server (simulated node counts).
+out=$("$tool" --xml "$fixtures/dell-xe8640-h100x4-mlx5x4-nvlink.ipa20.xml" --tune --nodes 2,1024) || {
+  echo "loom-topo --tune failed on the XE8640 fixture"; exit 1; }
+echo "$out"
+expect "$out" "^# AllReduce on 2 node\(s\) x 4 rank\(s\), intra 600 GB/s, inter 126.0 GB/s per node"
+expect "$out" "^# AllReduce on 1024 node\(s\) x 4 rank\(s\)"
+expect "$out" "^ +8 B +(tree|hier) +ll "
+expect "$out" "^ +2 GiB +ring +simple "
+# This machine, CPU ranks: runs and picks ring/simple for large calls.
+out=$("$tool" --tune --nodes 1 --cpu-ranks 4) || { echo "loom-topo --tune failed here"; exit 1; }
+expect "$out" "^ +2 GiB +ring +simple "
+if "$tool" --tune --nodes 0 >/dev/null 2>&1; then echo "--nodes 0 was accepted"; status=1; fi
+
 out=$("$tool" --xml "$fixtures/aws-g4dn-metal-t4x8-efa.xml") || { echo "loom-topo failed on g4dn"; exit 1; }
 expect "$out" "^  rdmap197s0 +0000:c5:00.0 +\[1d0f:efa0\] +RoCE"
 expect "$out" "^  GPU7 -> rdmap197s0 \(NUMA\)$"
