@@ -13,6 +13,7 @@
 #include "src/core/host_stream.h"
 #include "src/core/logging.h"
 #include "src/core/planner.h"
+#include "src/core/planner_state.h"
 #include "src/topo/system_exchange.h"
 #include "src/tune/comm_topology.h"
 #include "transports/registry.h"
@@ -135,6 +136,7 @@ void Comm::exchangeRankInfo() {
   static std::once_flag envLogged;
   std::call_once(envLogged, logEnvTable);
   discoverTopology();
+  plannerState_ = std::make_unique<PlannerState>(*this);
   LOOM_INFO(
       kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ", localRanks,
       ", device ",

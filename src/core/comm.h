@@ -47,6 +47,8 @@ struct RankInfo {
   int32_t version = 0;
 };
 
+class PlannerState;
+
 class Comm : public loomComm {
  public:
   Comm(CommOptions options, int rank, int nranks);
@@ -80,6 +82,8 @@ class Comm : public loomComm {
   const std::vector<int>& ringOrder() const { return ringOrder_; }
   int ringPosition() const { return ringPosition_; }
   int channels() const { return channels_; }
+  // The planner's per-communicator state (planner_state.h), made at init.
+  const PlannerState& plannerState() const { return *plannerState_; }
   // Connections are made on first use, batch by batch (connectAll), and kept for the
   // communicator's life. nullptr when not connected yet.
   transport::SendConnection* sendConnection(int peer, int channel);
@@ -152,6 +156,7 @@ class Comm : public loomComm {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<RankInfo> rankInfos_;
   std::vector<int> ringOrder_;
+  std::unique_ptr<PlannerState> plannerState_;
   int ringPosition_ = 0;
   int channels_ = 1;
   std::map<ConnectionKey, std::unique_ptr<transport::SendConnection>> sends_;

@@ -231,7 +231,7 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     for (const CollOp& copy : selfCopies) {
       tasks.push_back(std::make_unique<PrimTask>(
           copy, pipeSteps(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false), TaskLinks{},
-          "copy to self"));
+          TaskLabel{"copy to self"}));
     }
   }
   orderByConnection(scratch);

@@ -7,6 +7,7 @@
 #include "algorithms/tree.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
+#include "src/core/planner_state.h"
 #include "src/core/schedules.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/tune/comm_topology.h"
@@ -21,11 +22,6 @@ using algo::Prim;
 
 // A lone rank has no connections: its chunk only bounds the size of each copy.
 constexpr size_t kLocalChunkBytes = size_t{1} << 20;
-
-bool ringBased(CollKind k) {
-  return k == CollKind::kAllReduce || k == CollKind::kAllGather || k == CollKind::kReduceScatter ||
-         k == CollKind::kBroadcast || k == CollKind::kReduce;
-}
 
 size_t chunkElements(size_t slotBytes, size_t elemSize, size_t align) {
   size_t chunk = slotBytes / elemSize;
@@ -46,7 +42,7 @@ struct HierPlace {
 };
 
 HierPlace hierPlace(const Comm& c) {
-  const tune::NodeLayout l = tune::nodeLayout(c);
+  const tune::NodeLayout& l = c.plannerState().layout();
   HierPlace h;
   h.node = l.nodeOf[c.rank()];
   const std::vector<int>& chain = l.ranks[h.node];
@@ -61,22 +57,6 @@ HierPlace hierPlace(const Comm& c) {
 }
 
 size_t opBytes(const CollOp& op) { return op.count * dataTypeSize(op.type); }
-
-// LOOM_PROTO, when set, limits the tuner to that protocol.
-std::vector<tune::Proto> forcedProtos() {
-  std::string forced = envString(EnvVar::LOOM_PROTO);
-  if (forced == "simple") return {tune::Proto::kSimple};
-  if (forced == "ll") return {tune::Proto::kLL};
-  LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_PROTO='", forced,
-               "' is not a protocol; use simple or ll (or unset it)");
-  return {};
-}
-
-tune::Algo tuneAlgo(Algorithm a) {
-  return a == Algorithm::kTree   ? tune::Algo::kTree
-         : a == Algorithm::kHier ? tune::Algo::kHier
-                                 : tune::Algo::kRing;
-}
 
 // Every connection id of `op` is shifted when it uses LL.
 int protocolOffset(const CollOp& op) {
@@ -102,52 +82,11 @@ const char* algorithmName(Algorithm a) {
 }
 
 Algorithm chooseAlgorithm(const CollOp& op) {
-  if (op.kind == CollKind::kBroadcast || op.kind == CollKind::kReduce) return Algorithm::kChain;
-  if (!ringBased(op.kind)) return Algorithm::kDirect;
-  if (op.kind != CollKind::kAllReduce) return Algorithm::kRing;
-  const Comm& c = *op.comm;
-  std::string forced = envString(EnvVar::LOOM_ALGO);
-  if (forced == "ring") return Algorithm::kRing;
-  if (forced == "tree") return Algorithm::kTree;
-  auto model = [&c] { return tune::clusterModel(c, tune::nodeLayout(c)); };
-  if (forced == "hier") {
-    // Where it cannot run (one node, one rank per node, uneven nodes) it would be the ring.
-    return tune::applies(model(), tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
-  }
-  LOOM_ENFORCE(forced.empty(), InvalidArgument, "LOOM_ALGO='", forced,
-               "' is not an algorithm; use ring, tree or hier (or unset it)");
-  const size_t bytes = opBytes(op);
-  if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) {
-    const int64_t threshold = envInt(EnvVar::LOOM_TREE_THRESHOLD);
-    return c.nranks() > 2 && static_cast<int64_t>(bytes) <= threshold ? Algorithm::kTree
-                                                                      : Algorithm::kRing;
-  }
-  const tune::Choice choice = tune::best(model(), static_cast<double>(bytes), {}, forcedProtos());
-  return choice.algo == tune::Algo::kTree   ? Algorithm::kTree
-         : choice.algo == tune::Algo::kHier ? Algorithm::kHier
-                                            : Algorithm::kRing;
+  return op.comm->plannerState().choose(op.kind, opBytes(op)).algorithm;
 }
 
 transport::Protocol chooseProtocol(const CollOp& op) {
-  const std::vector<tune::Proto> forced = forcedProtos();
-  if (!forced.empty()) {
-    return forced[0] == tune::Proto::kLL ? transport::Protocol::kLL : transport::Protocol::kSimple;
-  }
-  const size_t bytes = opBytes(op);
-  if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) {
-    return static_cast<int64_t>(bytes) <= envInt(EnvVar::LOOM_LL_THRESHOLD)
-               ? transport::Protocol::kLL
-               : transport::Protocol::kSimple;
-  }
-  // The model prices AllReduce; the other collectives move their data over the ring (or
-  // direct links) with the same per-hop trade-off, so they take the ring's protocol.
-  const Comm& c = *op.comm;
-  const tune::NodeLayout layout = tune::nodeLayout(c);
-  const tune::ClusterModel model = tune::clusterModel(c, layout);
-  const tune::Algo algo =
-      op.kind == CollKind::kAllReduce ? tuneAlgo(op.algorithm) : tune::Algo::kRing;
-  const tune::Choice choice = tune::best(model, static_cast<double>(bytes), {algo});
-  return choice.proto == tune::Proto::kLL ? transport::Protocol::kLL : transport::Protocol::kSimple;
+  return op.comm->plannerState().choose(op.kind, opBytes(op)).protocol;
 }
 
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {
@@ -168,7 +107,7 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
       break;
     }
     case Algorithm::kTree: {
-      const tune::NodeLayout layout = tune::nodeLayout(c);
+      const tune::NodeLayout& layout = c.plannerState().layout();
       for (int t = 0; t < 2; ++t) {
         algo::TreeLinks links = tune::treeLinks(layout, t, me);
         for (int ch = 0; ch < c.channels(); ++ch) {
@@ -217,14 +156,29 @@ struct Planner {
   const CollOp& op;
   Comm& c;
   std::vector<std::unique_ptr<PrimTask>>& tasks;
-  std::string name;
+  TaskLabel name;  // the operation's name and number; tasks add their part
   size_t elem, align;
   int off;  // protocolOffset(op)
 
-  PrimTask* add(std::unique_ptr<StepSource> steps, const TaskLinks& links, const std::string& label,
+  PrimTask* add(std::unique_ptr<StepSource> steps, const TaskLinks& links, const TaskLabel& label,
                 const PrimTask* gate = nullptr) {
     tasks.push_back(std::make_unique<PrimTask>(op, std::move(steps), links, label, gate));
     return tasks.back().get();
+  }
+  TaskLabel toRank(int peer) const {
+    TaskLabel l = name;
+    l.toRank = peer;
+    return l;
+  }
+  TaskLabel fromRank(int peer) const {
+    TaskLabel l = name;
+    l.fromRank = peer;
+    return l;
+  }
+  TaskLabel localBlock() const {
+    TaskLabel l = name;
+    l.part = "local block";
+    return l;
   }
   TaskLinks ringLinks(int sendTo, int recvFrom, int channel) {
     TaskLinks l;
@@ -236,7 +190,7 @@ struct Planner {
   // of different transports (shared memory inside a node, TCP between nodes) with different
   // slot sizes: pieces are capped at the smallest slot any transport uses for the protocol.
   size_t commonSlotBytes() const {
-    const size_t env = transport::slotBytesFromEnv();
+    const size_t env = c.plannerState().slotBytes();
     return op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes)
                                                    : env;
   }
@@ -252,7 +206,9 @@ struct Planner {
     const int prev = n > 1 ? c.ringOrder()[(place.pos + n - 1) % n] : -1;
     for (int ch = 0; ch < c.channels(); ++ch) {
       const size_t chunk = chunkFor(n > 1 ? c.sendConnection(next, ch + off) : nullptr);
-      const std::string label = strCat(name, " (", algorithmName(algorithm), ") channel ", ch);
+      TaskLabel label = name;
+      label.algo = algorithmName(algorithm);
+      label.channel = ch;
       algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
       switch (op.kind) {
         case CollKind::kAllReduce:
@@ -283,7 +239,7 @@ struct Planner {
   // Double binary tree: each tree reduces up and broadcasts down one half of the data.
   void tree() {
     const int me = c.rank();
-    const tune::NodeLayout layout = tune::nodeLayout(c);
+    const tune::NodeLayout& layout = c.plannerState().layout();
     for (int t = 0; t < 2; ++t) {
       algo::TreeLinks links = tune::treeLinks(layout, t, me);
       algo::TreePrims prims = algo::treeAllReducePrims(links, op.sendbuff == op.recvbuff);
@@ -305,15 +261,21 @@ struct Planner {
                                                           : nullptr;
         const size_t chunk = chunkFor(any);
         algo::Range slice = algo::splitEven(half, c.channels(), ch, align);
-        const std::string label = strCat(name, " (tree ", t, ") channel ", ch);
+        TaskLabel label = name;
+        label.algo = "tree";
+        label.tree = t;
+        label.channel = ch;
+        TaskLabel upLabel = label, downLabel = label;
+        upLabel.part = "up";
+        downLabel.part = "down";
         Prim upPrim = prims.up == Prim::kNone ? Prim::kCopy : prims.up;
         bool upFinal = upPrim == Prim::kRecvReduceCopy || upPrim == Prim::kCopy;
         PrimTask* upTask =
             add(pipeSteps(upPrim, slice.offset, slice.offset, slice.count, chunk, upFinal), up,
-                label + " up");
+                upLabel);
         if (prims.down != Prim::kNone) {
           add(pipeSteps(prims.down, slice.offset, slice.offset, slice.count, chunk, false), down,
-              label + " down", upTask);
+              downLabel, upTask);
         }
       }
     }
@@ -321,7 +283,7 @@ struct Planner {
 
   // A task on a variant of `op` (owned by its step source, see OpOwningSteps).
   PrimTask* addOwned(const CollOp& variant, std::unique_ptr<StepSource> steps,
-                     const TaskLinks& links, const std::string& label, const PrimTask* gate) {
+                     const TaskLinks& links, const TaskLabel& label, const PrimTask* gate) {
     auto owning = std::make_unique<OpOwningSteps>(variant, std::move(steps));
     const CollOp& owned = owning->op();
     tasks.push_back(std::make_unique<PrimTask>(owned, std::move(owning), links, label, gate));
@@ -347,7 +309,14 @@ struct Planner {
       const int intra = hierIntraChannel(ch), inter = hierInterChannel(ch);
       const size_t localChunk = chunkFor(c.sendConnection(h.intraNext, intra + off));
       const size_t netChunk = chunkFor(c.sendConnection(h.interNext, inter + off));
-      const std::string label = strCat(name, " (hier) channel ", ch);
+      TaskLabel label = name;
+      label.algo = "hier";
+      label.channel = ch;
+      auto part = [&label](const char* what) {
+        TaskLabel l = label;
+        l.part = what;
+        return l;
+      };
       auto local = [&](bool isGather) {
         return hierLocalSteps(isGather, L, h.pos, op.count, c.channels(), ch, localChunk, align);
       };
@@ -357,15 +326,15 @@ struct Planner {
       auto netSteps = [&] { return ringAllReduceSteps(ring, block, netChunk, align); };
 
       PrimTask* scatter = add(local(false), ringLinks(h.intraNext, h.intraPrev, intra),
-                              label + " local reduce-scatter");
+                              part("local reduce-scatter"));
       const size_t scatterSteps = countSteps(*local(false));
       PrimTask* across =
           addOwned(net, afterSteps(scatterSteps, netSteps()),
-                   ringLinks(h.interNext, h.interPrev, inter), label + " across nodes", scatter);
+                   ringLinks(h.interNext, h.interPrev, inter), part("across nodes"), scatter);
       const size_t acrossSteps =
           (scatterSteps > 0 ? scatterSteps - 1 : 0) + countSteps(*netSteps());
       addOwned(gather, afterSteps(acrossSteps, local(true)),
-               ringLinks(h.intraNext, h.intraPrev, intra), label + " local all-gather", across);
+               ringLinks(h.intraNext, h.intraPrev, intra), part("local all-gather"), across);
     }
   }
 
@@ -375,22 +344,22 @@ struct Planner {
     TaskLinks none;
     if (op.kind == CollKind::kSend) {
       add(pipeSteps(Prim::kSend, 0, 0, op.count, chunk, false), ringLinks(op.peer, -1, kP2pChannel),
-          strCat(name, " to rank ", op.peer));
+          toRank(op.peer));
     } else if (op.kind == CollKind::kRecv) {
       add(pipeSteps(Prim::kRecv, 0, 0, op.count, chunk, false), ringLinks(-1, op.peer, kP2pChannel),
-          strCat(name, " from rank ", op.peer));
+          fromRank(op.peer));
     } else {
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) {
           add(pipeSteps(Prim::kCopy, st.sendOffset, st.recvOffset, st.count, chunk, false), none,
-              strCat(name, " local block"));
+              localBlock());
           continue;
         }
         add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
-            ringLinks(st.sendPeer, -1, kP2pChannel), strCat(name, " to rank ", st.sendPeer));
+            ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
         add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
-            ringLinks(-1, st.recvPeer, kP2pChannel), strCat(name, " from rank ", st.recvPeer));
+            ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer));
       }
     }
   }
@@ -404,7 +373,7 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
   Planner p{op,
             c,
             tasks,
-            strCat(collName(op.kind), " #", number),
+            TaskLabel{collName(op.kind), number},
             elem,
             std::max<size_t>(1, 64 / elem),
             protocolOffset(op)};

@@ -10,12 +10,23 @@ namespace loom {
 
 using algo::Prim;
 
+std::string TaskLabel::str() const {
+  std::string s = number > 0 ? strCat(what, " #", number) : std::string(what);
+  if (algo != nullptr)
+    s += tree >= 0 ? strCat(" (", algo, " ", tree, ")") : strCat(" (", algo, ")");
+  if (channel >= 0) s += strCat(" channel ", channel);
+  if (part != nullptr) s += strCat(" ", part);
+  if (toRank >= 0) s += strCat(" to rank ", toRank);
+  if (fromRank >= 0) s += strCat(" from rank ", fromRank);
+  return s;
+}
+
 PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
-                   std::string label, const PrimTask* gate)
+                   const TaskLabel& label, const PrimTask* gate)
     : op_(op),
       steps_(std::move(steps)),
       links_(links),
-      label_(std::move(label)),
+      label_(label),
       gate_(gate),
       elemSize_(dataTypeSize(op.type)),
       isReduction_(op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
@@ -30,15 +41,15 @@ std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";
   switch (wait_) {
     case Wait::kGate:
-      return strCat(label_, ": its own earlier phase");
+      return strCat(label_.str(), ": its own earlier phase");
     case Wait::kData:
-      return strCat(label_, ": data from rank ", links_.recvPeer[waitIndex_]);
+      return strCat(label_.str(), ": data from rank ", links_.recvPeer[waitIndex_]);
     case Wait::kSlot:
-      return strCat(label_, ": a free slot toward rank ", links_.sendPeer[waitIndex_]);
+      return strCat(label_.str(), ": a free slot toward rank ", links_.sendPeer[waitIndex_]);
     case Wait::kNothing:
       break;
   }
-  return strCat(label_, ": its turn on a connection an earlier operation uses");
+  return strCat(label_.str(), ": its turn on a connection an earlier operation uses");
 }
 
 transport::WaitArm PrimTask::armWait(transport::WaitSet& set) const {
@@ -91,12 +102,12 @@ bool PrimTask::tryStep() {
         return false;
       }
       // Ranks that disagree about the call fail clearly instead of mixing data.
-      LOOM_ENFORCE(tag == signature_, RemoteError, label_, ": rank ", links_.recvPeer[i],
+      LOOM_ENFORCE(tag == signature_, RemoteError, label_.str(), ": rank ", links_.recvPeer[i],
                    " made a different call than this rank's ", describeCall(op_),
                    "; every rank must call the same collectives in the same order with the "
                    "same count, datatype, op and root");
-      LOOM_ENFORCE(got == bytes, RemoteError, label_, ": rank ", links_.recvPeer[i], " sent ", got,
-                   " bytes where ", bytes,
+      LOOM_ENFORCE(got == bytes, RemoteError, label_.str(), ": rank ", links_.recvPeer[i], " sent ",
+                   got, " bytes where ", bytes,
                    " were expected; did every rank call it with the same count and datatype?");
     }
   }

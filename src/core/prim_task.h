@@ -56,13 +56,28 @@ struct TaskLinks {
   }
 };
 
+// Names a task in timeout messages ("AllReduce #12 (tree 1) channel 0 up", "AlltoAll #3 to
+// rank 2"). Plain fields, formatted only when a message needs it: planning a call builds no
+// strings.
+struct TaskLabel {
+  const char* what = "";  // the collective's name, or a whole label ("copy to self")
+  uint64_t number = 0;    // the operation's number on its communicator; 0: none
+  const char* algo = nullptr;
+  int tree = -1;
+  int channel = -1;
+  const char* part = nullptr;  // "up", "local reduce-scatter", ...
+  int toRank = -1;
+  int fromRank = -1;
+  std::string str() const;
+};
+
 class PrimTask {
  public:
   // `label` names the task in timeout messages ("AllReduce #12 channel 0"). With `gate`, step
   // i runs only after the gate task finished i + 1 steps (a tree root sends a piece down only
   // once it has reduced it).
   PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
-           std::string label, const PrimTask* gate = nullptr);
+           const TaskLabel& label, const PrimTask* gate = nullptr);
 
   // Runs every step that can run now; true if anything happened. The executor pumps the
   // connections (their progress()) separately.
@@ -84,7 +99,7 @@ class PrimTask {
   const CollOp& op_;
   std::unique_ptr<StepSource> steps_;
   TaskLinks links_;
-  std::string label_;
+  TaskLabel label_;
   const PrimTask* gate_;
   size_t elemSize_;
   bool isReduction_;

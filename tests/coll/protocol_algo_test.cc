@@ -58,15 +58,18 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(2, 3, 7)),
     forcedName);
 
-TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmIsInvalidArgument) {
-  CommSet comms(2);
-  ASSERT_TRUE(comms.ok());
-  std::vector<float> in(4, 1), out(4);
-  {
-    test::ScopedEnv proto("LOOM_PROTO", "carrier-pigeon");
-    EXPECT_EQ(loomAllReduce(in.data(), out.data(), 4, loomFloat32, loomSum, comms[0], nullptr),
-              loomInvalidArgument);
-    EXPECT_NE(std::string(loomGetLastError(comms[0])).find("LOOM_PROTO"), std::string::npos);
+// The communicator reads its overrides once, at init: a value it does not know fails init
+// with a message naming the variable, not some later call.
+TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmFailsInit) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"LOOM_PROTO", "carrier-pigeon"}, {"LOOM_ALGO", "telepathy"}, {"LOOM_LL_THRESHOLD", "-5"}};
+  for (const auto& [name, value] : cases) {
+    test::ScopedEnv env(name, value);
+    loomComm_t comms[2] = {};
+    int devices[2] = {LOOM_DEVICE_CPU, LOOM_DEVICE_CPU};
+    EXPECT_EQ(loomCommInitAll(comms, 2, devices), loomInvalidArgument) << name;
+    EXPECT_NE(std::string(loomGetLastError(nullptr)).find(name), std::string::npos)
+        << loomGetLastError(nullptr);
   }
 }
 

@@ -1,0 +1,123 @@
+#include "src/core/planner_state.h"
+
+#include <string>
+#include <vector>
+
+#include "src/core/comm.h"
+#include "src/core/env.h"
+#include "src/core/error.h"
+#include "src/tune/cost_model.h"
+#include "transports/slot_ring.h"
+
+namespace loom {
+namespace {
+
+bool ringBased(CollKind k) {
+  return k == CollKind::kAllReduce || k == CollKind::kAllGather || k == CollKind::kReduceScatter ||
+         k == CollKind::kBroadcast || k == CollKind::kReduce;
+}
+
+tune::Algo tuneAlgo(Algorithm a) {
+  return a == Algorithm::kTree   ? tune::Algo::kTree
+         : a == Algorithm::kHier ? tune::Algo::kHier
+                                 : tune::Algo::kRing;
+}
+
+constexpr uint64_t kBytesLimit = (uint64_t{1} << 48) - 2;  // larger calls skip the cache
+
+uint64_t pack(CollKind kind, size_t bytes, PlanChoice c) {
+  return (static_cast<uint64_t>(bytes) + 1) << 16 | static_cast<uint64_t>(kind) << 8 |
+         static_cast<uint64_t>(c.algorithm) << 4 | static_cast<uint64_t>(c.protocol);
+}
+
+}  // namespace
+
+PlannerState::PlannerState(const Comm& comm)
+    : nranks_(comm.nranks()),
+      layout_(tune::nodeLayout(comm)),
+      model_(tune::clusterModel(comm, layout_)),
+      slotBytes_(transport::slotBytesFromEnv()) {
+  const std::string algo = envString(EnvVar::LOOM_ALGO);
+  if (algo == "ring") {
+    forcedAlgorithm_ = Algorithm::kRing;
+  } else if (algo == "tree") {
+    forcedAlgorithm_ = Algorithm::kTree;
+  } else if (algo == "hier") {
+    // Where it cannot run (one node, one rank per node, uneven nodes) it is the ring.
+    forcedAlgorithm_ =
+        tune::applies(model_, tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
+  } else {
+    LOOM_ENFORCE(algo.empty(), InvalidArgument, "LOOM_ALGO='", algo,
+                 "' is not an algorithm; use ring, tree or hier (or unset it)");
+  }
+  const std::string proto = envString(EnvVar::LOOM_PROTO);
+  if (proto == "simple") {
+    forcedProtocol_ = transport::Protocol::kSimple;
+  } else if (proto == "ll") {
+    forcedProtocol_ = transport::Protocol::kLL;
+  } else {
+    LOOM_ENFORCE(proto.empty(), InvalidArgument, "LOOM_PROTO='", proto,
+                 "' is not a protocol; use simple or ll (or unset it)");
+  }
+  if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) treeThreshold_ = envInt(EnvVar::LOOM_TREE_THRESHOLD);
+  if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) llThreshold_ = envInt(EnvVar::LOOM_LL_THRESHOLD);
+  LOOM_ENFORCE(treeThreshold_ >= -1 && llThreshold_ >= -1, InvalidArgument,
+               "LOOM_TREE_THRESHOLD and LOOM_LL_THRESHOLD must be sizes in bytes (>= 0)");
+}
+
+PlanChoice PlannerState::choose(CollKind kind, size_t bytes) const {
+  if (bytes > kBytesLimit) return decide(kind, bytes);
+  const uint64_t key = (static_cast<uint64_t>(bytes) + 1) << 16 | static_cast<uint64_t>(kind) << 8;
+  std::atomic<uint64_t>& slot =
+      cache_[(bytes * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(kind)) >> 58];
+  const uint64_t word = slot.load(std::memory_order_relaxed);
+  if ((word & ~uint64_t{0xff}) == key) {
+    return PlanChoice{static_cast<Algorithm>((word >> 4) & 0xf),
+                      static_cast<transport::Protocol>(word & 0xf)};
+  }
+  const PlanChoice c = decide(kind, bytes);
+  slot.store(pack(kind, bytes, c), std::memory_order_relaxed);
+  return c;
+}
+
+PlanChoice PlannerState::decide(CollKind kind, size_t bytes) const {
+  PlanChoice c;
+  std::vector<tune::Proto> protos;
+  if (forcedProtocol_)
+    protos.push_back(*forcedProtocol_ == transport::Protocol::kLL ? tune::Proto::kLL
+                                                                  : tune::Proto::kSimple);
+  if (kind == CollKind::kBroadcast || kind == CollKind::kReduce) {
+    c.algorithm = Algorithm::kChain;
+  } else if (!ringBased(kind)) {
+    c.algorithm = Algorithm::kDirect;
+  } else if (kind != CollKind::kAllReduce) {
+    c.algorithm = Algorithm::kRing;
+  } else if (forcedAlgorithm_) {
+    c.algorithm = *forcedAlgorithm_;
+  } else if (treeThreshold_ >= 0) {
+    c.algorithm = nranks_ > 2 && static_cast<int64_t>(bytes) <= treeThreshold_ ? Algorithm::kTree
+                                                                               : Algorithm::kRing;
+  } else {
+    const tune::Choice best = tune::best(model_, static_cast<double>(bytes), {}, protos);
+    c.algorithm = best.algo == tune::Algo::kTree   ? Algorithm::kTree
+                  : best.algo == tune::Algo::kHier ? Algorithm::kHier
+                                                   : Algorithm::kRing;
+  }
+  if (forcedProtocol_) {
+    c.protocol = *forcedProtocol_;
+  } else if (llThreshold_ >= 0) {
+    c.protocol = static_cast<int64_t>(bytes) <= llThreshold_ ? transport::Protocol::kLL
+                                                             : transport::Protocol::kSimple;
+  } else {
+    // The model prices AllReduce; the other collectives move their data over the ring (or
+    // direct links) with the same per-hop trade-off, so they take the ring's protocol.
+    const tune::Algo algo =
+        kind == CollKind::kAllReduce ? tuneAlgo(c.algorithm) : tune::Algo::kRing;
+    const tune::Choice best = tune::best(model_, static_cast<double>(bytes), {algo});
+    c.protocol =
+        best.proto == tune::Proto::kLL ? transport::Protocol::kLL : transport::Protocol::kSimple;
+  }
+  return c;
+}
+
+}  // namespace loom

@@ -1,0 +1,57 @@
+// What the planner keeps per communicator, made once at init (Comm::plannerState()):
+//   - the environment overrides (LOOM_ALGO, LOOM_PROTO, LOOM_TREE_THRESHOLD, LOOM_LL_THRESHOLD,
+//     LOOM_BUFFSIZE), read and checked once: a bad value fails init with InvalidArgument
+//     instead of every call, and a call reads no environment (DESIGN.md: tunables are owned by
+//     the communicator);
+//   - the node layout and the tuner's model of the job (src/tune), built once;
+//   - the decisions for recent call sizes: the tuner searches its candidates once per
+//     (collective, size), then a call costs one atomic load.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "src/core/coll.h"
+#include "src/tune/cluster_model.h"
+#include "src/tune/comm_topology.h"
+#include "transports/transport.h"
+
+namespace loom {
+
+class Comm;
+
+struct PlanChoice {
+  Algorithm algorithm = Algorithm::kRing;
+  transport::Protocol protocol = transport::Protocol::kSimple;
+};
+
+class PlannerState {
+ public:
+  explicit PlannerState(const Comm& comm);  // throws InvalidArgument for bad overrides
+
+  // The algorithm and protocol of a call of `kind` moving `bytes` per rank.
+  PlanChoice choose(CollKind kind, size_t bytes) const;
+
+  const tune::NodeLayout& layout() const { return layout_; }
+  // LOOM_BUFFSIZE / 8: the slot size every transport of this communicator uses.
+  size_t slotBytes() const { return slotBytes_; }
+
+ private:
+  PlanChoice decide(CollKind kind, size_t bytes) const;
+
+  int nranks_;
+  tune::NodeLayout layout_;
+  tune::ClusterModel model_;
+  std::optional<Algorithm> forcedAlgorithm_;
+  std::optional<transport::Protocol> forcedProtocol_;
+  int64_t treeThreshold_ = -1;  // -1: unset (the tuner decides)
+  int64_t llThreshold_ = -1;
+  size_t slotBytes_ = 0;
+  // Direct-mapped: each word packs (bytes + 1, kind, algorithm, protocol), so a reader sees a
+  // whole entry or none; a lost race only costs a recomputation.
+  mutable std::array<std::atomic<uint64_t>, 64> cache_{};
+};
+
+}  // namespace loom
