@@ -1,0 +1,56 @@
+# Tests of the benchmark harness (perf/harness) and smoke runs of every *_perf binary.
+# Included from tests/CMakeLists.txt. Smoke runs check results (#wrong = 0, exit 0), never
+# speed: they use small sizes and few iterations.
+if(NOT LOOM_BUILD_PERF)
+  return()
+endif()
+set(loom_perf_test_dir ${CMAKE_CURRENT_SOURCE_DIR}/perf)
+
+add_executable(loom_perf_harness_tests
+  ${loom_perf_test_dir}/harness_options_test.cc
+  ${loom_perf_test_dir}/harness_collectives_test.cc
+  ${loom_perf_test_dir}/harness_data_test.cc
+  ${loom_perf_test_dir}/harness_report_test.cc)
+target_link_libraries(loom_perf_harness_tests PRIVATE loom_perf_harness GTest::gtest_main)
+target_compile_options(loom_perf_harness_tests PRIVATE ${loom_warnings})
+gtest_discover_tests(loom_perf_harness_tests DISCOVERY_TIMEOUT 60)
+
+# Smoke runs: each binary at 2 ranks, as threads (-t 2) and as processes launched the torchrun
+# way (RANK/WORLD_SIZE/LOOM_COMM_ID), and under mpirun when MPI was found; the checker parses
+# the table (and the -J JSON for thread runs).
+find_package(Python3 COMPONENTS Interpreter)
+find_program(LOOM_MPIRUN NAMES mpirun)
+if(Python3_FOUND)
+  set(loom_perf_check ${loom_perf_test_dir}/check_perf_run.py)
+  set(loom_perf_small -b 8 -e 64K -f 4 -w 1 -n 2)
+  foreach(coll IN LISTS LOOM_PERF_COLLECTIVES)
+    add_test(NAME perf_smoke_threads_${coll}
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2 --json
+        -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
+    add_test(NAME perf_smoke_env_${coll}
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 2
+        -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
+    set(loom_perf_smoke_tests perf_smoke_threads_${coll} perf_smoke_env_${coll})
+    if(LOOM_PERF_HAVE_MPI AND LOOM_MPIRUN)
+      add_test(NAME perf_smoke_mpi_${coll}
+        COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode mpi --ranks 2
+          --mpirun ${LOOM_MPIRUN} -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
+      list(APPEND loom_perf_smoke_tests perf_smoke_mpi_${coll})
+    endif()
+    set_tests_properties(${loom_perf_smoke_tests} PROPERTIES
+      ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 180)
+  endforeach()
+  # Every type and op, every root, 2 threads x 2 ranks each (groups), blocking, NULL streams.
+  add_test(NAME perf_smoke_all_types_ops
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2
+      -- $<TARGET_FILE:all_reduce_perf> -g 2 -d all -o all -b 4 -e 4K -f 8 -w 1 -n 1)
+  add_test(NAME perf_smoke_reduce_every_root
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 3
+      -- $<TARGET_FILE:reduce_perf> -r -1 -o all -d all -b 64 -e 1K -f 16 -w 0 -n 1 -z 1 -y 1 -m 2)
+  set_tests_properties(perf_smoke_all_types_ops perf_smoke_reduce_every_root PROPERTIES
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300)
+  # --device cuda must fail with a message, never crash.
+  add_test(NAME perf_device_cuda_refused
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA data path"
+      -- $<TARGET_FILE:all_reduce_perf> --device cuda)
+endif()
