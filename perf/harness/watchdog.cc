@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,11 @@ int64_t nowNs() {
 }  // namespace
 
 void abortAndExit(const std::vector<loomComm_t>& comms) {
+  // The first failure aborts; a thread that fails because of that abort must not abort the
+  // freed communicators again, so it waits for the exit instead.
+  static std::atomic<bool> aborting{false};
+  if (aborting.exchange(true))
+    for (;;) pause();
   std::fflush(stdout);
   for (loomComm_t c : comms)
     if (c != nullptr) loomCommAbort(c);

@@ -10,10 +10,13 @@ add_executable(loom_perf_harness_tests
   ${loom_perf_test_dir}/harness_options_test.cc
   ${loom_perf_test_dir}/harness_collectives_test.cc
   ${loom_perf_test_dir}/harness_data_test.cc
-  ${loom_perf_test_dir}/harness_report_test.cc)
+  ${loom_perf_test_dir}/harness_report_test.cc
+  ${loom_perf_test_dir}/harness_failure_test.cc)
 target_link_libraries(loom_perf_harness_tests PRIVATE loom_perf_harness GTest::gtest_main)
 target_compile_options(loom_perf_harness_tests PRIVATE ${loom_warnings})
-gtest_discover_tests(loom_perf_harness_tests DISCOVERY_TIMEOUT 60)
+gtest_discover_tests(loom_perf_harness_tests
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120
+  DISCOVERY_TIMEOUT 60)
 
 # Smoke runs: each binary at 2 ranks, as threads (-t 2) and as processes launched the torchrun
 # way (RANK/WORLD_SIZE/LOOM_COMM_ID), and under mpirun when MPI was found; the checker parses
