@@ -307,6 +307,11 @@ void Reporter::footer(int64_t errors, double avgBusBw, const std::string& progra
   if (isMain_) std::fflush(stdout);
 }
 
+void Reporter::line(const std::string& text) {
+  print("%s", text.c_str());
+  if (isMain_) std::fflush(stdout);
+}
+
 void Reporter::finish(const std::string& lastError) {
   if (!lastError.empty()) print("# error: %s\n", lastError.c_str());
   print("#\n");

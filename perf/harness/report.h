@@ -39,6 +39,8 @@ class Reporter {
                bool cputime, bool outOfPlace);
   void rowEnd(int iters, const std::string& name);
   void footer(int64_t errors, double avgBusBw, const std::string& program);
+  // Free-form text for tables of other shapes (p2p_vs_coll); flushed at once.
+  void line(const std::string& text);
   // Closes the JSON document with the last error (empty: none).
   void finish(const std::string& lastError);
 

@@ -24,7 +24,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def parse_table(text):
+def parse_table(text, fmt="nccl"):
+    """Table rows as lists of fields. nccl: nccl-tests' 13 columns. p2p: p2p_vs_coll's
+    collective size count type, then time/busbw for native, ring (+ratio), direct (+ratio),
+    #wrong."""
     rows = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
@@ -32,11 +35,20 @@ def parse_table(text):
         fields = line.split()
         if len(fields) != ROW_FIELDS:
             raise SystemExit(f"row with {len(fields)} fields, want {ROW_FIELDS}: {line!r}")
-        int(fields[0]), int(fields[1]), int(fields[4])
-        for i in (5, 6, 7, 9, 10, 11):
-            float(fields[i])
+        if fmt == "nccl":
+            int(fields[0]), int(fields[1]), int(fields[4])
+            for i in (5, 6, 7, 9, 10, 11):
+                float(fields[i])
+        else:
+            int(fields[1]), int(fields[2]), int(fields[12])
+            for i in (4, 5, 6, 7, 9, 10):
+                float(fields[i])
         rows.append(fields)
     return rows
+
+
+def wrong_fields(row, fmt):
+    return [row[8], row[12]] if fmt == "nccl" else [row[12]]
 
 
 def run(cmd, env, timeout):
@@ -49,6 +61,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--format", choices=["nccl", "p2p"], default="nccl")
     ap.add_argument("--expect-refusal")
     ap.add_argument("--timeout", type=int, default=170)
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -95,16 +108,16 @@ def main():
                              f"\nstderr:\n{p.stderr}")
     out = procs[0].stdout
     print(out)
-    rows = parse_table(out)
+    rows = parse_table(out, a.format)
     if not rows:
         raise SystemExit("no table rows")
-    wrong = [r for r in rows if r[8] != "0" or r[12] != "0"]
+    wrong = [r for r in rows if any(f != "0" for f in wrong_fields(r, a.format))]
     if wrong:
         raise SystemExit(f"rows with wrong elements: {wrong}")
     if "# Out of bounds values : 0 OK" not in out or "# Avg bus bandwidth" not in out:
         raise SystemExit("footer missing or not OK")
     for i, p in enumerate(procs[1:], 1):
-        if parse_table(p.stdout):
+        if parse_table(p.stdout, a.format):
             raise SystemExit(f"process {i} printed table rows; only rank 0 should")
     if a.json:
         with open(json_path) as f:
