@@ -79,6 +79,8 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="loom_perf_check_")
     json_path = os.path.join(tmp, "out.json")
+    # gloo_coll_perf's ranks meet in a fresh file store; the other binaries ignore it.
+    env["LOOM_PERF_GLOO_STORE"] = os.path.join(tmp, "gloo_store")
     if a.json:
         cmd = cmd + ["-J", json_path]
 
@@ -88,7 +90,8 @@ def main():
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_rmaps_base_oversubscribe="1")
         procs = [run([a.mpirun, "-np", str(a.ranks), "--oversubscribe", "--bind-to", "none",
-                      "-x", "LOOM_SOCKET_IFNAME", "-x", "LOOM_TIMEOUT"] + cmd, env, a.timeout)]
+                      "-x", "LOOM_SOCKET_IFNAME", "-x", "LOOM_TIMEOUT",
+                      "-x", "LOOM_PERF_GLOO_STORE"] + cmd, env, a.timeout)]
     else:
         env["LOOM_COMM_ID"] = f"127.0.0.1:{free_port()}"
         env["WORLD_SIZE"] = str(a.ranks)

@@ -61,6 +61,33 @@ if(Python3_FOUND)
       -- $<TARGET_FILE:p2p_vs_coll> -b 8 -e 256K -f 32 -w 1 -n 2)
   set_tests_properties(perf_smoke_p2p_vs_coll_threads perf_smoke_p2p_vs_coll_env PROPERTIES
     ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300)
+  # The baselines perf/compare measures against, checked the same way.
+  set(loom_perf_baseline_tests)
+  if(TARGET mpi_coll_perf AND LOOM_MPIRUN)
+    foreach(coll all_reduce all_gather reduce_scatter broadcast alltoall)
+      add_test(NAME perf_smoke_mpi_coll_${coll}
+        COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode mpi --ranks 2
+          --mpirun ${LOOM_MPIRUN} -- $<TARGET_FILE:mpi_coll_perf> --coll ${coll} ${loom_perf_small})
+      list(APPEND loom_perf_baseline_tests perf_smoke_mpi_coll_${coll})
+    endforeach()
+  endif()
+  if(TARGET gloo_coll_perf)
+    foreach(coll all_reduce all_gather reduce_scatter broadcast alltoall)
+      add_test(NAME perf_smoke_gloo_coll_${coll}
+        COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 3
+          -- $<TARGET_FILE:gloo_coll_perf> --coll ${coll} ${loom_perf_small})
+      list(APPEND loom_perf_baseline_tests perf_smoke_gloo_coll_${coll})
+    endforeach()
+    add_test(NAME perf_smoke_gloo_coll_all_reduce_hd
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 3
+        -- $<TARGET_FILE:gloo_coll_perf> --coll all_reduce --algo halving_doubling
+           ${loom_perf_small})
+    list(APPEND loom_perf_baseline_tests perf_smoke_gloo_coll_all_reduce_hd)
+  endif()
+  if(loom_perf_baseline_tests)
+    set_tests_properties(${loom_perf_baseline_tests} PROPERTIES
+      ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 180)
+  endif()
   # --device cuda must fail with a message, never crash.
   add_test(NAME perf_device_cuda_refused
     COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA data path"
