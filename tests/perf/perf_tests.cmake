@@ -88,6 +88,17 @@ if(Python3_FOUND)
     set_tests_properties(${loom_perf_baseline_tests} PROPERTIES
       ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 180)
   endif()
+  # perf/plot draws a chart from a real -J report.
+  find_program(LOOM_GNUPLOT NAMES gnuplot)
+  if(LOOM_GNUPLOT)
+    add_test(NAME perf_plot_from_json
+      COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+        $<TARGET_FILE:all_reduce_perf> -t 2 -b 8 -e 64K -f 8 -w 1 -n 2 -J $d/run.json >/dev/null; \
+        ${PROJECT_SOURCE_DIR}/perf/plot $d/run.json -o $d/chart.png --title smoke; \
+        test -s $d/chart.png && head -c 8 $d/chart.png | grep -q PNG")
+    set_tests_properties(perf_plot_from_json PROPERTIES
+      ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120)
+  endif()
   # --device cuda must fail with a message, never crash.
   add_test(NAME perf_device_cuda_refused
     COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA data path"
