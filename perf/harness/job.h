@@ -1,0 +1,66 @@
+// A benchmark job: the options, the launch (threads, mpirun or env), this process's ranks with
+// their communicators, streams and buffers, and the threads that drive them. runJob does the
+// setup and teardown every benchmark shares; the benchmark supplies what each thread runs.
+#ifndef LOOM_PERF_HARNESS_JOB_H_
+#define LOOM_PERF_HARNESS_JOB_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/loom.h"
+#include "perf/harness/launch.h"
+#include "perf/harness/options.h"
+#include "perf/harness/report.h"
+#include "perf/harness/team.h"
+#include "perf/harness/watchdog.h"
+
+namespace loomperf {
+
+struct Rank {
+  int rank = 0;
+  loomComm_t comm = nullptr;
+  loomComm_t ctrl = nullptr;  // env launches: one rank per process, for the results
+  loomStream_t stream = nullptr;
+  char* send = nullptr;
+  char* recv = nullptr;
+  char* want = nullptr;
+  bool checked = false;  // whether `want` holds an expectation for the current run
+};
+
+struct Job {
+  std::string program;
+  Options o;
+  Launch launch;
+  int nranks = 1;
+  bool isMain = false;      // process 0: the one that prints
+  std::vector<Rank> ranks;  // this process's, nThreads * nGpus of them
+  ThreadTeam* team = nullptr;
+  Reporter* reporter = nullptr;
+  Watchdog* dog = nullptr;
+};
+
+struct JobHooks {
+  // Refuses option combinations the benchmark cannot run (returns a message, empty if fine).
+  std::function<std::string(const Options&)> validate;
+  // After the preamble, before the threads start (on the main thread).
+  std::function<void(Job&)> begin;
+  // On each benchmark thread; returns that thread's count of failed checks (summed by the
+  // team, so every thread returns the total).
+  std::function<int64_t(Job&, int thread)> thread;
+  // After the threads joined; prints the footer. Gets the total of failed checks.
+  std::function<void(Job&, int64_t errors)> end;
+};
+
+// Parses argv, launches, runs the hooks and tears down; returns the exit status (0 ok, 1 wrong
+// results or failed calls, 2 bad usage).
+int runJob(int argc, char** argv, const std::string& program, const JobHooks& hooks);
+
+// Fails like nccl-tests' NCCLCHECK: waits out loomInProgress (non-blocking communicators),
+// then on an error prints it, aborts every communicator of the process and exits 1.
+void check(loomResult_t r, loomComm_t comm, const char* what);
+
+}  // namespace loomperf
+
+#endif  // LOOM_PERF_HARNESS_JOB_H_

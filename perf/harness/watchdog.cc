@@ -1,0 +1,85 @@
+#include "perf/harness/watchdog.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace loomperf {
+namespace {
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void abortAndExit(const std::vector<loomComm_t>& comms) {
+  // The first failure aborts; a thread that fails because of that abort must not abort the
+  // freed communicators again, so it waits for the exit instead.
+  static std::atomic<bool> aborting{false};
+  if (aborting.exchange(true))
+    for (;;) pause();
+  std::fflush(stdout);
+  for (loomComm_t c : comms)
+    if (c != nullptr) loomCommAbort(c);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+Watchdog::Watchdog(int timeoutSec, int nthreads)
+    : timeoutSec_(timeoutSec), since_(nthreads), what_(nthreads) {
+  for (auto& s : since_) s = 0;
+  for (auto& w : what_) w = "";
+  if (timeoutSec_ > 0) thread_ = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::watch(std::vector<loomComm_t> comms) {
+  std::lock_guard lock(mu_);
+  comms_ = std::move(comms);
+}
+
+void Watchdog::busy(int thread, const char* what) {
+  what_[thread] = what;
+  since_[thread] = nowNs();
+}
+
+void Watchdog::idle(int thread) { since_[thread] = 0; }
+
+void Watchdog::loop() {
+  std::unique_lock lock(mu_);
+  const int64_t limit = static_cast<int64_t>(timeoutSec_) * 1000000000;
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_; })) {
+    int64_t now = nowNs();
+    for (size_t t = 0; t < since_.size(); ++t) {
+      int64_t s = since_[t];
+      if (s == 0 || now - s <= limit) continue;
+      char host[256] = "localhost";
+      gethostname(host, sizeof host - 1);
+      // nccl-tests' wording, so scripts that grep for it keep working.
+      std::printf("%s: Test timeout (%ds) in %s; aborting the communicators\n", host, timeoutSec_,
+                  what_[t].load());
+      std::fprintf(stderr,
+                   "%s: Test timeout (%ds): %s did not finish; loomCommAbort on every "
+                   "communicator of this process, exiting with status 1\n",
+                   host, timeoutSec_, what_[t].load());
+      abortAndExit(comms_);
+    }
+  }
+}
+
+}  // namespace loomperf

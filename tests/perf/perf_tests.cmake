@@ -1,0 +1,106 @@
+# Tests of the benchmark harness (perf/harness) and smoke runs of every *_perf binary.
+# Included from tests/CMakeLists.txt. Smoke runs check results (#wrong = 0, exit 0), never
+# speed: they use small sizes and few iterations.
+if(NOT LOOM_BUILD_PERF)
+  return()
+endif()
+set(loom_perf_test_dir ${CMAKE_CURRENT_SOURCE_DIR}/perf)
+
+add_executable(loom_perf_harness_tests
+  ${loom_perf_test_dir}/harness_options_test.cc
+  ${loom_perf_test_dir}/harness_collectives_test.cc
+  ${loom_perf_test_dir}/harness_data_test.cc
+  ${loom_perf_test_dir}/harness_report_test.cc
+  ${loom_perf_test_dir}/harness_failure_test.cc)
+target_link_libraries(loom_perf_harness_tests PRIVATE loom_perf_harness GTest::gtest_main)
+target_compile_options(loom_perf_harness_tests PRIVATE ${loom_warnings})
+gtest_discover_tests(loom_perf_harness_tests
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120
+  DISCOVERY_TIMEOUT 60)
+
+# Smoke runs: each binary at 2 ranks, as threads (-t 2) and as processes launched the torchrun
+# way (RANK/WORLD_SIZE/LOOM_COMM_ID), and under mpirun when MPI was found; the checker parses
+# the table (and the -J JSON for thread runs).
+find_package(Python3 COMPONENTS Interpreter)
+find_program(LOOM_MPIRUN NAMES mpirun)
+if(Python3_FOUND)
+  set(loom_perf_check ${loom_perf_test_dir}/check_perf_run.py)
+  set(loom_perf_small -b 8 -e 64K -f 4 -w 1 -n 2)
+  foreach(coll IN LISTS LOOM_PERF_COLLECTIVES)
+    add_test(NAME perf_smoke_threads_${coll}
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2 --json
+        -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
+    add_test(NAME perf_smoke_env_${coll}
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 2
+        -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
+    set(loom_perf_smoke_tests perf_smoke_threads_${coll} perf_smoke_env_${coll})
+    if(LOOM_PERF_HAVE_MPI AND LOOM_MPIRUN)
+      add_test(NAME perf_smoke_mpi_${coll}
+        COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode mpi --ranks 2
+          --mpirun ${LOOM_MPIRUN} -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
+      list(APPEND loom_perf_smoke_tests perf_smoke_mpi_${coll})
+    endif()
+    set_tests_properties(${loom_perf_smoke_tests} PROPERTIES
+      ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 180)
+  endforeach()
+  # Every type and op, every root, 2 threads x 2 ranks each (groups), blocking, NULL streams.
+  add_test(NAME perf_smoke_all_types_ops
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2
+      -- $<TARGET_FILE:all_reduce_perf> -g 2 -d all -o all -b 4 -e 4K -f 8 -w 1 -n 1)
+  add_test(NAME perf_smoke_reduce_every_root
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 3
+      -- $<TARGET_FILE:reduce_perf> -r -1 -o all -d all -b 64 -e 1K -f 16 -w 0 -n 1 -z 1 -y 1 -m 2)
+  set_tests_properties(perf_smoke_all_types_ops perf_smoke_reduce_every_root PROPERTIES
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300)
+  # Native against composed collectives, checked, at 3 ranks (uneven blocks) and 2 processes.
+  add_test(NAME perf_smoke_p2p_vs_coll_threads
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 3 --format p2p
+      -- $<TARGET_FILE:p2p_vs_coll> -b 8 -e 256K -f 32 -w 1 -n 2)
+  add_test(NAME perf_smoke_p2p_vs_coll_env
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 2 --format p2p
+      -- $<TARGET_FILE:p2p_vs_coll> -b 8 -e 256K -f 32 -w 1 -n 2)
+  set_tests_properties(perf_smoke_p2p_vs_coll_threads perf_smoke_p2p_vs_coll_env PROPERTIES
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300)
+  # The baselines perf/compare measures against, checked the same way.
+  set(loom_perf_baseline_tests)
+  if(TARGET mpi_coll_perf AND LOOM_MPIRUN)
+    foreach(coll all_reduce all_gather reduce_scatter broadcast alltoall)
+      add_test(NAME perf_smoke_mpi_coll_${coll}
+        COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode mpi --ranks 2
+          --mpirun ${LOOM_MPIRUN} -- $<TARGET_FILE:mpi_coll_perf> --coll ${coll} ${loom_perf_small})
+      list(APPEND loom_perf_baseline_tests perf_smoke_mpi_coll_${coll})
+    endforeach()
+  endif()
+  if(TARGET gloo_coll_perf)
+    foreach(coll all_reduce all_gather reduce_scatter broadcast alltoall)
+      add_test(NAME perf_smoke_gloo_coll_${coll}
+        COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 3
+          -- $<TARGET_FILE:gloo_coll_perf> --coll ${coll} ${loom_perf_small})
+      list(APPEND loom_perf_baseline_tests perf_smoke_gloo_coll_${coll})
+    endforeach()
+    add_test(NAME perf_smoke_gloo_coll_all_reduce_hd
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 3
+        -- $<TARGET_FILE:gloo_coll_perf> --coll all_reduce --algo halving_doubling
+           ${loom_perf_small})
+    list(APPEND loom_perf_baseline_tests perf_smoke_gloo_coll_all_reduce_hd)
+  endif()
+  if(loom_perf_baseline_tests)
+    set_tests_properties(${loom_perf_baseline_tests} PROPERTIES
+      ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 180)
+  endif()
+  # perf/plot draws a chart from a real -J report.
+  find_program(LOOM_GNUPLOT NAMES gnuplot)
+  if(LOOM_GNUPLOT)
+    add_test(NAME perf_plot_from_json
+      COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+        $<TARGET_FILE:all_reduce_perf> -t 2 -b 8 -e 64K -f 8 -w 1 -n 2 -J $d/run.json >/dev/null; \
+        ${PROJECT_SOURCE_DIR}/perf/plot $d/run.json -o $d/chart.png --title smoke; \
+        test -s $d/chart.png && head -c 8 $d/chart.png | grep -q PNG")
+    set_tests_properties(perf_plot_from_json PROPERTIES
+      ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120)
+  endif()
+  # --device cuda must fail with a message, never crash.
+  add_test(NAME perf_device_cuda_refused
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA data path"
+      -- $<TARGET_FILE:all_reduce_perf> --device cuda)
+endif()
