@@ -308,7 +308,8 @@ LOOM_API loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, si
                                         loomDataType_t datatype, loomRedOp_t op,
                                         loomComm_t comm, loomStream_t stream);
 /** Block p (count elements) of sendbuff goes to rank p, which stores it at block r of its
- * recvbuff. Not in place. */
+ * recvbuff. In place (sendbuff == recvbuff) works: each block leaves before the block received
+ * from the same rank overwrites it. Other overlaps of the two buffers are undefined. */
 LOOM_API loomResult_t loomAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                    loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
 /** Sends count elements to `peer`, which must post a matching loomRecv. Inside a group, sends

@@ -47,6 +47,9 @@ struct CollOp {
   int peer = -1;                             // Send, Recv
   Algorithm algorithm = Algorithm::kRing;    // set at submission (chooseAlgorithm)
   transport::Protocol protocol = transport::Protocol::kSimple;  // likewise (chooseProtocol)
+  // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
+  // in-place send/recv): its data must be copied out, not read in place by the peer.
+  bool inputOverwritten = false;
 };
 
 // Checks every argument against the communicator (types, ops, roots, peers, null buffers with

@@ -65,6 +65,11 @@ class Backoff {
   transport::WaitSet set_;
 };
 
+struct Overlap {
+  size_t send;  // indices into ops
+  size_t recv;
+};
+
 // What one call needs besides its tasks, kept per thread and reused: once warm, a call
 // allocates nothing here (clear() keeps capacity).
 struct Scratch {
@@ -79,8 +84,50 @@ struct Scratch {
   std::vector<std::array<const PrimTask*, 2 * kMaxTaskPeers>> before;
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
+  struct Interval {
+    uintptr_t begin, end;  // [begin, end) of a Recv buffer
+    size_t op;
+    bool operator<(const Interval& o) const { return begin < o.begin; }
+  };
+  std::vector<Interval> received;
+  std::vector<Overlap> overlaps;
+  std::vector<size_t> firstTask;  // per op: its first task's index
 };
+using Interval = Scratch::Interval;
 
+// nccl-tests' in-place send/recv: a Send whose buffer a Recv of the same group overwrites.
+// Such a Send is marked (its peer must get a copy, never read that memory in place) and the
+// Recv's task is gated on the Send's (step i of the receive overwrites only what step i of the
+// send has copied out). Both must then start at the same address: other overlaps have no
+// order that works, so they are refused.
+void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
+  auto& received = scratch.received;
+  received.clear();
+  scratch.overlaps.clear();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollOp& op = ops[i];
+    if (op.kind != CollKind::kRecv || op.count == 0) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(op.recvbuff);
+    received.push_back({begin, begin + op.count * dataTypeSize(op.type), i});
+  }
+  if (received.empty()) return;
+  std::sort(received.begin(), received.end());
+  for (size_t s = 0; s < ops.size(); ++s) {
+    CollOp& op = ops[s];
+    if (op.kind != CollKind::kSend || op.count == 0) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(op.sendbuff);
+    const uintptr_t end = begin + op.count * dataTypeSize(op.type);
+    for (const Interval& r : received) {
+      if (r.begin >= end) break;  // sorted: no later one overlaps
+      if (r.end <= begin) continue;
+      LOOM_ENFORCE(r.begin == begin, InvalidUsage, "rank ", op.comm->rank(),
+                   ": a loomSend buffer and a loomRecv buffer of one group overlap at "
+                   "different offsets; use the very same buffer (in place) or separate ones");
+      op.inputOverwritten = true;
+      scratch.overlaps.push_back({s, r.op});
+    }
+  }
+}
 void runLocked(std::vector<CollOp>& ops, Scratch& scratch);
 
 }  // namespace
@@ -95,12 +142,23 @@ void runOps(std::vector<CollOp>& ops) {
   for (const CollOp& op : ops) comms.push_back(op.comm.get());
   std::sort(comms.begin(), comms.end());
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  // Every communicator of the group reports the error (a group's own calls have none).
+  try {
+    // Before anything is locked or connected: a refused group leaves the communicators usable.
+    findOverwrittenInputs(ops, scratch);
+  } catch (const Error& e) {
+    for (Comm* c : comms) c->setLastError(e.what());
+    throw;
+  }
   scratch.locks.clear();
   for (Comm* c : comms) scratch.locks.emplace_back(c->executionMutex());
   try {
     runLocked(ops, scratch);
   } catch (const Error& e) {
-    for (Comm* c : comms) c->markFailed(e.code());
+    for (Comm* c : comms) {
+      c->setLastError(e.what());
+      c->markFailed(e.code());
+    }
     scratch.locks.clear();
     throw;
   }
@@ -219,12 +277,21 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     ~ClearTasks() { tasks.clear(); }
   } clearTasks{tasks};
   bool anySelf = false;
+  scratch.firstTask.assign(ops.size(), 0);
   for (const CollOp& op : ops) {
     if ((op.kind == CollKind::kSend || op.kind == CollKind::kRecv) && op.peer == op.comm->rank()) {
       anySelf = true;
       continue;  // paired below
     }
+    scratch.firstTask[&op - ops.data()] = tasks.size();
     planOp(op, op.comm->nextOpNumber(), tasks);
+  }
+  for (const auto& [send, recv] : scratch.overlaps) {
+    // A Send or Recv to another rank is one task; to oneself it is a local copy (no gate needed:
+    // the copy reads before it writes).
+    if (ops[send].peer == ops[send].comm->rank() || ops[recv].peer == ops[recv].comm->rank())
+      continue;
+    tasks[scratch.firstTask[recv]]->setGate(tasks[scratch.firstTask[send]].get());
   }
   if (anySelf) {
     planSelfCopies(ops, selfCopies);

@@ -348,7 +348,7 @@ struct Planner {
     } else if (op.kind == CollKind::kRecv) {
       add(pipeSteps(Prim::kRecv, 0, 0, op.count, chunk, false), ringLinks(-1, op.peer, kP2pChannel),
           fromRank(op.peer));
-    } else {
+    } else if (op.sendbuff != op.recvbuff) {
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) {
@@ -360,6 +360,23 @@ struct Planner {
             ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
         add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
             ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer));
+      }
+    } else {
+      // In place: the block from rank p lands where the block for rank p is read from, so the
+      // receive from p is gated on the send to p (step i overwrites only what the send's step
+      // i copied out; PrimTask never posts such input by address, see directInput_).
+      std::vector<PrimTask*> sendTo(static_cast<size_t>(n), nullptr);
+      for (int s = 0; s < n; ++s) {
+        algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
+        if (st.local) continue;  // the own block stays where it is
+        sendTo[st.sendPeer] = add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
+                                  ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
+      }
+      for (int s = 0; s < n; ++s) {
+        algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
+        if (st.local) continue;
+        add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
+            ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer), sendTo[st.recvPeer]);
       }
     }
   }

@@ -33,9 +33,11 @@ PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const Ta
                    op.kind == CollKind::kReduceScatter),
       signature_(collSignature(op)),
       // An input may go out as it is unless a pre-op (PreMulSum, float average) changes it on
-      // the way, or an in-place AlltoAll overwrites it with received blocks meanwhile.
+      // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
+      // buffer a Recv of its group fills).
       directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum) &&
-                   !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff)) {}
+                   !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
+                   !op.inputOverwritten) {}
 
 std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";

@@ -87,6 +87,9 @@ class PrimTask {
   // What the task waits for, for timeout messages: "data from rank 3", "a free slot to rank 1".
   std::string waitingFor() const;
   const TaskLinks& links() const { return links_; }
+  // Gates this task on another after construction (see the constructor), e.g. a receive that
+  // overwrites the buffer a send of its group still reads.
+  void setGate(const PrimTask* gate) { gate_ = gate; }
   // Before the executor sleeps: arms the connection this task waits on (wait.h). kArmed with
   // nothing added when it waits on its own gate (another task of this executor).
   transport::WaitArm armWait(transport::WaitSet& set) const;

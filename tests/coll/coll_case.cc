@@ -36,7 +36,6 @@ size_t recvElems(Kind k, size_t count, int n) {
 
 RankData::RankData(const Case& c, int nranks, int rank)
     : c_(c), n_(nranks), rank_(rank), elem_(typeInfo(c.type).size) {
-  if (c_.kind == Kind::kAlltoAll) c_.inPlace = false;  // AlltoAll has no in-place form
   const size_t cnt = c_.count, sn = sendElems(c_.kind, cnt, n_), rn = recvElems(c_.kind, cnt, n_);
   auto fill = [&](uint8_t* p, size_t elems, uint64_t firstIdx, int who) {
     for (size_t i = 0; i < elems; ++i) storeBits(p + i * elem_, elem_, input(who, firstIdx + i));

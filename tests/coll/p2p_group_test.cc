@@ -166,6 +166,71 @@ TEST(Ring, LargeOddCount) {
   exchange(comms, msgs, posts, Style::kThreads);
 }
 
+// nccl-tests' in-place send/recv: each rank sends a buffer to the next and receives the
+// previous rank's data into the same buffer, in one group. The send must not be read in place
+// by the peer while the receive overwrites it (single-copy steps are off for such a send).
+TEST(Ring, SendAndReceiveInTheSameBuffer) {
+  for (int n : {2, 3, 4}) {
+    for (bool sendFirst : {true, false}) {
+      CommSet comms(n);
+      ASSERT_TRUE(comms.ok());
+      const size_t count = 300007;  // many slots of every size
+      auto value = [](int rank, size_t i) {
+        return static_cast<float>((i * 7 + rank * 13) % 4093);
+      };
+      std::vector<std::vector<float>> buf(n, std::vector<float>(count));
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) buf[r][i] = value(r, i);
+      test::runThreads(n, [&](int r) {
+        float* b = buf[r].data();
+        ASSERT_LOOM_OK(loomGroupStart());
+        if (sendFirst)
+          ASSERT_LOOM_OK(loomSend(b, count, loomFloat32, (r + 1) % n, comms[r], nullptr));
+        ASSERT_LOOM_OK(loomRecv(b, count, loomFloat32, (r + n - 1) % n, comms[r], nullptr));
+        if (!sendFirst)
+          ASSERT_LOOM_OK(loomSend(b, count, loomFloat32, (r + 1) % n, comms[r], nullptr));
+        ASSERT_LOOM_OK(loomGroupEnd());
+      });
+      for (int r = 0; r < n; ++r) {
+        const int from = (r + n - 1) % n;
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; ++i) wrong += buf[r][i] != value(from, i);
+        EXPECT_EQ(wrong, 0u) << n << " ranks, rank " << r
+                             << (sendFirst ? " send first" : " recv first");
+      }
+    }
+  }
+}
+
+// A send and a receive of one group that overlap at different offsets have no safe order:
+// refused with loomInvalidUsage and a message, on every rank that posts them.
+TEST(Ring, SendAndReceiveOverlappingAtAnOffsetIsRefused) {
+  CommSet comms(2);
+  ASSERT_TRUE(comms.ok());
+  std::vector<std::vector<float>> buf(2, std::vector<float>(1000, 1.0f));
+  std::vector<loomResult_t> results(2);
+  test::runThreads(2, [&](int r) {
+    float* b = buf[r].data();
+    ASSERT_LOOM_OK(loomGroupStart());
+    ASSERT_LOOM_OK(loomSend(b, 500, loomFloat32, 1 - r, comms[r], nullptr));
+    ASSERT_LOOM_OK(loomRecv(b + 100, 500, loomFloat32, 1 - r, comms[r], nullptr));
+    results[r] = loomGroupEnd();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r], loomInvalidUsage) << "rank " << r;
+    EXPECT_TRUE(test::contains(loomGetLastError(comms[r]), "overlap"))
+        << loomGetLastError(comms[r]);
+  }
+  // Nothing was sent: the communicators still work.
+  test::runThreads(2, [&](int r) {
+    ASSERT_LOOM_OK(
+        loomAllReduce(buf[r].data(), buf[r].data(), 1000, loomFloat32, loomSum, comms[r], nullptr));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(buf[r][999], 2.0f);
+  }
+}
+
 // Every rank sends a different message to every other rank (and to itself), in one group,
 // each rank posting in its own shuffled order.
 void allPairs(CommSet& comms, bool self, loomDataType_t type, size_t count) {
