@@ -1,9 +1,12 @@
 #include "src/core/host_stream.h"
 
+#include <algorithm>
+
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/handle_registry.h"
 #include "src/core/logging.h"
+#include "src/core/spin_wait.h"
 
 namespace loom {
 
@@ -15,8 +18,9 @@ HostStream::~HostStream() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    stoppingSeen_ = true;
   }
-  changed_.notify_all();
+  workAdded_.notify_all();
   worker_.join();
 }
 
@@ -27,7 +31,8 @@ uint64_t HostStream::enqueue(std::function<void()> work) {
                                errorMessage_, ". Destroy it and create a new one"));
   queue_.push_back(std::move(work));
   ++enqueued_;
-  changed_.notify_all();
+  enqueuedSeen_.store(enqueued_, std::memory_order_release);
+  workAdded_.notify_one();
   return enqueued_;
 }
 
@@ -39,7 +44,17 @@ uint64_t HostStream::enqueued() const {
 void HostStream::serve() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty() && !stopping_) {
+      // Spin a little for the next item before blocking (spin_wait.h).
+      const uint64_t taken = completed_;
+      lock.unlock();
+      spinUntil([&] {
+        return enqueuedSeen_.load(std::memory_order_acquire) > taken ||
+               stoppingSeen_.load(std::memory_order_relaxed);
+      });
+      lock.lock();
+    }
+    workAdded_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and everything enqueued has run
     std::function<void()> work = std::move(queue_.front());
     queue_.pop_front();
@@ -67,7 +82,11 @@ void HostStream::serve() {
       LOOM_WARN(kLogColl, "stream operation failed: ", message);
     }
     ++completed_;
-    changed_.notify_all();
+    completedSeen_.store(completed_, std::memory_order_release);
+    if (completed_ >= wakeAt_ || error_ != loomSuccess) {
+      wakeAt_ = UINT64_MAX;
+      workFinished_.notify_all();  // waiters still short of their position register again
+    }
   }
 }
 
@@ -78,8 +97,12 @@ loomResult_t HostStream::query(uint64_t position) const {
 }
 
 loomResult_t HostStream::wait(uint64_t position) const {
+  spinUntil([&] { return completedSeen_.load(std::memory_order_acquire) >= position; });
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return completed_ >= position; });
+  while (completed_ < position) {
+    wakeAt_ = std::min(wakeAt_, position);
+    workFinished_.wait(lock);
+  }
   return error_;
 }
 

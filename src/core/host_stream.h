@@ -7,6 +7,7 @@
 // position in it (the number of items enqueued when recorded).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -47,10 +48,19 @@ class HostStream : public loomStream {
 
   std::shared_ptr<Comm> comm_;
   mutable std::mutex mutex_;
-  mutable std::condition_variable changed_;
+  std::condition_variable workAdded_;             // the worker waits for work on it
+  mutable std::condition_variable workFinished_;  // waiters wait for a position on it
+  // The lowest position a blocked waiter waits for: the worker wakes waiters only once that is
+  // reached, not after every item (each wake-up would steal a core from the collectives).
+  mutable uint64_t wakeAt_ = UINT64_MAX;
   std::deque<std::function<void()>> queue_;
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;
+  // Copies of enqueued_ and completed_ (written under mutex_) that the worker and waiters spin
+  // on before they block: a condition variable wake-up costs more than a small collective.
+  std::atomic<uint64_t> enqueuedSeen_{0};
+  std::atomic<uint64_t> completedSeen_{0};
+  std::atomic<bool> stoppingSeen_{false};
   loomResult_t error_ = loomSuccess;
   std::string errorMessage_;
   bool stopping_ = false;
