@@ -30,7 +30,7 @@ enum class CollKind {
 const char* collName(CollKind kind);
 
 // How a call is carried out; chosen once per call by the planner's rules (planner.h).
-enum class Algorithm { kRing, kTree, kChain, kDirect, kHier };
+enum class Algorithm { kRing, kTree, kChain, kDirect, kHier, kExchange };
 
 struct CollOp {
   CollKind kind = CollKind::kAllReduce;

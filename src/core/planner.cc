@@ -77,6 +77,8 @@ const char* algorithmName(Algorithm a) {
       return "direct";
     case Algorithm::kHier:
       return "hier";
+    case Algorithm::kExchange:
+      return "exchange";
   }
   return "?";
 }
@@ -97,6 +99,7 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
   const size_t first = out.size();
   switch (op.algorithm) {
     case Algorithm::kRing:
+    case Algorithm::kExchange:  // two ranks: the ring's connections to the other rank
     case Algorithm::kChain: {
       const auto& order = c.ringOrder();
       int next = order[(c.ringPosition() + 1) % n], prev = order[(c.ringPosition() + n - 1) % n];
@@ -233,6 +236,34 @@ struct Planner {
               ringLinks(peers.sendTo, peers.recvFrom, ch), label);
         }
       }
+    }
+  }
+
+  // AllReduce of two ranks in one exchange (the ring needs two in a row): each sends its whole
+  // input and folds the peer's into its own. Both fold rank 0's data first, so they get the
+  // same bits even where the op is not symmetric (max of +0 and -0, NaN payloads).
+  void exchange() {
+    const int peer = 1 - c.rank();
+    for (int ch = 0; ch < c.channels(); ++ch) {
+      const size_t chunk = chunkFor(c.sendConnection(peer, ch + off));
+      TaskLabel label = name;
+      label.algo = "exchange";
+      label.channel = ch;
+      const algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
+      TaskLabel sendLabel = label, recvLabel = label;
+      sendLabel.toRank = peer;
+      recvLabel.fromRank = peer;
+      PrimTask* send =
+          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false),
+              ringLinks(peer, -1, ch), sendLabel);
+      // In place, the fold overwrites the input the send reads: the send copies it out (never
+      // posts it by address) and the fold's step i waits for the send's step i.
+      const bool inPlace = op.sendbuff == op.recvbuff;
+      if (inPlace) send->setCopyInput();
+      PrimTask* fold = add(
+          pipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true),
+          ringLinks(-1, peer, ch), recvLabel, inPlace ? send : nullptr);
+      if (c.rank() == 0) fold->setInputFirst();
     }
   }
 
@@ -399,6 +430,8 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
     p.tree();
   } else if (a == Algorithm::kHier) {
     p.hier();
+  } else if (a == Algorithm::kExchange) {
+    p.exchange();
   } else if (a == Algorithm::kDirect) {
     size_t slot = kLocalChunkBytes;
     if (c.nranks() > 1) {

@@ -143,13 +143,16 @@ bool PrimTask::tryStep() {
   args.count = s.count;
   args.scalar = op_.scalar;
   args.postOp = s.final;
-  if (recvs)
-    for (int i = 0; i < links_.nrecv; ++i) args.src[args.nsrc++] = received[i];
-  if (algo::primReadsInput(s.prim)) {
-    // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
+  // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
+  auto addInput = [&] {
+    if (!algo::primReadsInput(s.prim)) return;
     args.preOpOnSource |= 1u << args.nsrc;
     args.src[args.nsrc++] = in;
-  }
+  };
+  if (inputFirst_) addInput();
+  if (recvs)
+    for (int i = 0; i < links_.nrecv; ++i) args.src[args.nsrc++] = received[i];
+  if (!inputFirst_) addInput();
   if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
   if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
   if (sends)

@@ -90,6 +90,11 @@ class PrimTask {
   // Gates this task on another after construction (see the constructor), e.g. a receive that
   // overwrites the buffer a send of its group still reads.
   void setGate(const PrimTask* gate) { gate_ = gate; }
+  // Folds the local input before the received data (normally after): lets two ranks that each
+  // reduce the same pair of inputs do it in the same order, so they get the same bits.
+  void setInputFirst() { inputFirst_ = true; }
+  // Never posts the input by address (something of this rank overwrites it meanwhile).
+  void setCopyInput() { directInput_ = false; }
   // Before the executor sleeps: arms the connection this task waits on (wait.h). kArmed with
   // nothing added when it waits on its own gate (another task of this executor).
   transport::WaitArm armWait(transport::WaitSet& set) const;
@@ -108,6 +113,7 @@ class PrimTask {
   bool isReduction_;
   uint32_t signature_;
   bool directInput_;  // steps that send the input as it is may post its address
+  bool inputFirst_ = false;
   PrimStep current_;
   bool haveCurrent_ = false;
   bool done_ = false;

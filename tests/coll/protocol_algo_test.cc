@@ -3,6 +3,8 @@
 // binary tree for large AllReduces and 2 ranks (which the default never picks).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
 
@@ -54,9 +56,32 @@ INSTANTIATE_TEST_SUITE_P(
     Forced, ForcedChoices,
     ::testing::Combine(::testing::Values(Forced{"ll", ""}, Forced{"simple", ""},
                                          Forced{"ll", "tree"}, Forced{"simple", "tree"},
-                                         Forced{"ll", "ring"}),
+                                         Forced{"ll", "ring"}, Forced{"simple", "ring"},
+                                         Forced{"simple", "exchange"}, Forced{"ll", "exchange"}),
                        ::testing::Values(2, 3, 7)),
     forcedName);
+
+// Two ranks that each fold the same two inputs must get the same bits even where the op is not
+// symmetric: max/min of +0 and -0, sums of NaNs with different payloads. Every algorithm.
+TEST(AlgorithmsAgree, EveryRankGetsTheSameBits) {
+  for (const char* algo : {"exchange", "ring"}) {
+    test::ScopedEnv force("LOOM_ALGO", algo);
+    CommSet comms(2);
+    ASSERT_TRUE(comms.ok());
+    const uint32_t nan1 = 0x7fc00001, nan2 = 0x7fc00002;
+    float a, b;
+    std::memcpy(&a, &nan1, 4);
+    std::memcpy(&b, &nan2, 4);
+    const float inputs[2][4] = {{+0.0f, +0.0f, a, 1.0f}, {-0.0f, -0.0f, b, 2.0f}};
+    for (loomRedOp_t op : {loomMax, loomMin, loomSum}) {
+      float out[2][4] = {};
+      test::runThreads(2, [&](int r) {
+        ASSERT_LOOM_OK(loomAllReduce(inputs[r], out[r], 4, loomFloat32, op, comms[r], nullptr));
+      });
+      EXPECT_EQ(std::memcmp(out[0], out[1], sizeof(out[0])), 0) << algo << " op " << op;
+    }
+  }
+}
 
 // The communicator reads its overrides once, at init: a value it does not know fails init
 // with a message naming the variable, not some later call.
