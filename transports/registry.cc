@@ -9,6 +9,7 @@
 #include "src/core/error.h"
 #include "src/core/logging.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/slot_ring.h"
 #include "transports/socket/socket_transport.h"
 #include "transports/tags.h"
 
@@ -119,7 +120,8 @@ class Batch {
 
  private:
   SetupContext context(const ConnectionRequest& r) {
-    return SetupContext{comm_, r.peer, r.channel, batchTag_, r.protocol};
+    return SetupContext{comm_,     r.peer,     r.channel,
+                        batchTag_, r.protocol, r.slotBytes != 0 ? r.slotBytes : slotBytesFromEnv()};
   }
   Transport& transportFor(int peer) {
     return selectTransport(comm_.rankInfos()[comm_.rank()], comm_.rankInfos()[peer]);

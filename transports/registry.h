@@ -38,6 +38,9 @@ struct ConnectionRequest {
   int channel;
   bool send;
   Protocol protocol = Protocol::kSimple;
+  // Simple slot size the receiver allocates (0: LOOM_BUFFSIZE / kSlots). Both ends of a pair
+  // must ask for the same (the communicator derives it from the channel).
+  size_t slotBytes = 0;
 };
 
 // The connections of a batch: sends[i] is the i-th send request in the order given, recvs[i]

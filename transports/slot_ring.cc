@@ -20,6 +20,15 @@ size_t slotBytesFromEnv() {
   return roundUp((static_cast<size_t>(total) + kSlots - 1) / kSlots, kPageBytes);
 }
 
+size_t p2pSlotBytesFromEnv() {
+  constexpr int64_t kMaxBuffBytes = int64_t{1} << 30;
+  int64_t total = envInt(EnvVar::LOOM_P2P_BUFFSIZE);
+  LOOM_ENFORCE(total > 0 && total <= kMaxBuffBytes, InvalidArgument, "LOOM_P2P_BUFFSIZE=", total,
+               " is out of range: give the bytes of slot buffer per connection, between 1 and ",
+               kMaxBuffBytes, " (default ", envSpec(EnvVar::LOOM_P2P_BUFFSIZE).defaultValue, ")");
+  return roundUp((static_cast<size_t>(total) + kSlots - 1) / kSlots, kPageBytes);
+}
+
 PrivateMemory::PrivateMemory(size_t bytes) : size_(roundUp(bytes, kPageBytes)) {
   // MAP_POPULATE faults every page in with one system call; the memset then makes sure they are
   // written (private anonymous pages populated for write are ours, not the shared zero page).

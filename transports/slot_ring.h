@@ -44,6 +44,9 @@ static_assert(sizeof(RingControl) <= kRingDataOffset);
 // LOOM_BUFFSIZE / kSlots rounded up to whole pages (at least one). Throws InvalidArgument for
 // a value that is not a positive size or is too large to map (over 1 GiB per connection).
 size_t slotBytesFromEnv();
+// The same for LOOM_P2P_BUFFSIZE: connections that come one per peer (point-to-point,
+// AlltoAll, trees), where a rank may hold many.
+size_t p2pSlotBytesFromEnv();
 
 inline constexpr size_t roundUp(size_t value, size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;

@@ -27,6 +27,7 @@ struct SetupContext {
   int channel;
   uint32_t batchTag;  // data connections use dataTag(batchTag, channel, stream) (tags.h)
   Protocol protocol = Protocol::kSimple;  // a transport without LL ignores it (registry.h)
+  size_t slotBytes = 0;                   // Simple slot size (ConnectionRequest::slotBytes)
 };
 
 // A receiver between phases 1 and 3: holds what it created until the sender has attached.

@@ -245,12 +245,13 @@ void Comm::connect(const std::vector<ConnectionKey>& wanted) {
     bool have = k.send ? sends_.count(k) > 0 : recvs_.count(k) > 0;
     if (!have) missing.insert(k);
   }
+  if (missing.empty()) return;
   std::vector<transport::ConnectionRequest> requests;
   for (const ConnectionKey& k : missing)
     requests.push_back(transport::ConnectionRequest{
         k.peer, k.channel, k.send,
-        k.channel >= kLLChannelOffset ? transport::Protocol::kLL : transport::Protocol::kSimple});
-  if (requests.empty()) return;
+        k.channel >= kLLChannelOffset ? transport::Protocol::kLL : transport::Protocol::kSimple,
+        isRingChannel(k.channel) ? plannerState_->slotBytes() : plannerState_->p2pSlotBytes()});
   std::lock_guard<std::mutex> lock(opMutex_);
   ScopedLogContext context(describe());
   transport::Connections made = transport::connectAll(*this, requests, 0);

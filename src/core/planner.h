@@ -34,6 +34,13 @@ inline constexpr int kHierInterChannelBase = 80;
 inline constexpr int kHierIntraChannelBase = 96;
 inline constexpr int kLLChannelOffset = 128;
 
+// Rings and chains (and hierarchical AllReduce's rings): two connections per rank and channel,
+// given LOOM_BUFFSIZE; trees, point-to-point and AlltoAll (up to one per peer) LOOM_P2P_BUFFSIZE.
+inline constexpr bool isRingChannel(int channel) {
+  const int base = channel % kLLChannelOffset;
+  return base < kTreeChannelBase || base >= kHierInterChannelBase;
+}
+
 // Simple, or LL for small messages: LOOM_PROTO overrides; by default LL up to
 // LOOM_LL_THRESHOLD bytes per rank (LL only changes anything over shared memory).
 transport::Protocol chooseProtocol(const CollOp& op);

@@ -42,7 +42,8 @@ PlannerState::PlannerState(const Comm& comm)
     : nranks_(comm.nranks()),
       layout_(tune::nodeLayout(comm)),
       model_(tune::clusterModel(comm, layout_)),
-      slotBytes_(transport::slotBytesFromEnv()) {
+      slotBytes_(transport::slotBytesFromEnv()),
+      p2pSlotBytes_(transport::p2pSlotBytesFromEnv()) {
   const std::string algo = envString(EnvVar::LOOM_ALGO);
   if (algo == "ring") {
     forcedAlgorithm_ = Algorithm::kRing;

@@ -37,6 +37,8 @@ class PlannerState {
   const tune::NodeLayout& layout() const { return layout_; }
   // LOOM_BUFFSIZE / 8: the slot size every transport of this communicator uses.
   size_t slotBytes() const { return slotBytes_; }
+  // LOOM_P2P_BUFFSIZE / 8: the slots of tree, point-to-point and AlltoAll connections.
+  size_t p2pSlotBytes() const { return p2pSlotBytes_; }
 
  private:
   PlanChoice decide(CollKind kind, size_t bytes) const;
@@ -49,6 +51,7 @@ class PlannerState {
   int64_t treeThreshold_ = -1;  // -1: unset (the tuner decides)
   int64_t llThreshold_ = -1;
   size_t slotBytes_ = 0;
+  size_t p2pSlotBytes_ = 0;
   // Direct-mapped: each word packs (bytes + 1, kind, algorithm, protocol), so a reader sees a
   // whole entry or none; a lost race only costs a recomputation.
   mutable std::array<std::atomic<uint64_t>, 64> cache_{};

@@ -233,7 +233,7 @@ std::string ShmTransport::whyNot(const RankInfo& self, const RankInfo& peer) con
 
 std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, ConnectBlob* blob) {
   if (ctx.protocol == Protocol::kLL) return shm::setupLLRecv(ctx, blob);
-  size_t slotBytes = slotBytesFromEnv();
+  size_t slotBytes = ctx.slotBytes;
   shm::ShmSegment segment = shm::ShmSegment::create(segmentBytesFor(slotBytes));
   new (segment.data()) RingControl();  // the counters start at zero; the sender only attaches
   ShmBlob b;

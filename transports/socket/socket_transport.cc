@@ -61,7 +61,7 @@ class SocketPendingRecv final : public PendingRecv {
 std::unique_ptr<PendingRecv> SocketTransport::setupRecv(const SetupContext& ctx,
                                                         ConnectBlob* blob) {
   SocketBlob b;
-  b.slotBytes = slotBytesFromEnv();
+  b.slotBytes = ctx.slotBytes;
   b.streams = static_cast<uint32_t>(streamsFromEnv());
   auto pending = std::make_unique<SocketPendingRecv>(ctx, static_cast<int>(b.streams), b.slotBytes);
   toBlob(b, blob);
