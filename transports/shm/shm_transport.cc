@@ -34,6 +34,10 @@ struct ShmAck {
   shm::ProcessIdentity sender = {};
 };
 
+// Below this a same-process step is copied through the ring: the copy costs less than making
+// the sender wait, before its call returns, for the peer to have read its buffer.
+constexpr size_t kSameProcessMin = 8192;
+
 size_t segmentBytesFor(size_t slotBytes) { return kRingDataOffset + kSlots * slotBytes; }
 
 // The ring inside a mapped segment.
@@ -53,7 +57,7 @@ class ShmSendConnection final : public SendConnection {
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
         peer_(peer),
         direct_(direct),
-        directMin_(direct == shm::DirectMode::kCma ? shm::cmaThreshold() : 1) {}
+        directMin_(direct == shm::DirectMode::kCma ? shm::cmaThreshold() : kSameProcessMin) {}
 
   bool acceptsDirect(size_t bytes) const override {
     return direct_ != shm::DirectMode::kNone && bytes >= directMin_ && bytes <= ring_.slotBytes;
