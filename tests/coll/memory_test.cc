@@ -37,6 +37,10 @@ void rounds(loomComm_t comm, int nranks, float* in, float* out, int count) {
 }
 
 TEST(Memory, ResidentMemoryDoesNotGrowPerCall) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer keeps freed memory in quarantine, so resident memory grows "
+                  "with any allocation; the plain build checks this";
+#endif
   const int n = 3;
   std::vector<loomComm_t> comms = test::initThreads(n, test::makeId());
   const size_t maxCount = 262144;
