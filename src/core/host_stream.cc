@@ -7,11 +7,15 @@
 #include "src/core/handle_registry.h"
 #include "src/core/logging.h"
 #include "src/core/spin_wait.h"
+#include "src/core/thread_binding.h"
 
 namespace loom {
 
 HostStream::HostStream(std::shared_ptr<Comm> comm) : comm_(std::move(comm)) {
-  worker_ = std::thread([this] { serve(); });
+  worker_ = std::thread([this] {
+    bindThreadNearRank(*comm_);
+    serve();
+  });
 }
 
 HostStream::~HostStream() {

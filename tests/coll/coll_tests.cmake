@@ -23,6 +23,7 @@ add_executable(loom_coll_tests
   ${loom_coll_dir}/process_coll_test.cc
   ${loom_coll_dir}/protocol_algo_test.cc
   ${loom_coll_dir}/memory_test.cc
+  ${loom_coll_dir}/binding_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/test_util.cc)
 target_link_libraries(loom_coll_tests PRIVATE loom_static GTest::gtest_main)
 add_dependencies(loom_coll_tests loom_coll_rank loom_test_rank)
