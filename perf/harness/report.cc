@@ -83,6 +83,22 @@ void Reporter::flushJson() {
   std::fflush(json_);
 }
 
+// "NAME=value" if NAME is one of the variables that shape a benchmark run (loom's, NCCL's,
+// the launchers', CUDA's), with the value redacted for anything secret; "" otherwise.
+std::string runEnvironmentEntry(const std::string& entry) {
+  const std::string name = entry.substr(0, entry.find('='));
+  static const char* const kPrefixes[] = {"LOOM_",      "NCCL_",      "OMPI_",          "PMIX_",
+                                          "SLURM_",     "CUDA_",      "MASTER_",        "RANK",
+                                          "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS"};
+  bool kept = false;
+  for (const char* prefix : kPrefixes) kept |= name.rfind(prefix, 0) == 0;
+  if (!kept) return "";
+  for (const char* secret : {"SECRET", "TOKEN", "PASSWORD", "KEY"}) {
+    if (name.find(secret) != std::string::npos) return name + "=<redacted>";
+  }
+  return entry;
+}
+
 void Reporter::openJson(const std::string& path, int argc, char** argv, char** envp) {
   if (!isMain_ || path.empty()) return;
   std::string tryPath = path;
@@ -103,9 +119,13 @@ void Reporter::openJson(const std::string& path, int argc, char** argv, char** e
   writer_.beginList();
   for (int i = 0; i < argc; ++i) writer_.str(argv[i]);
   writer_.endList();
+  // The environment that shapes a run, not all of it: a results file gets shared, and a
+  // shell's environment holds tokens and keys. Secrets among what is kept are redacted.
   writer_.key("env");
   writer_.beginList();
-  for (char** e = envp; e != nullptr && *e != nullptr; ++e) writer_.str(*e);
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    if (const std::string kept = runEnvironmentEntry(*e); !kept.empty()) writer_.str(kept);
+  }
   writer_.endList();
   int v = 0;
   loomGetVersion(&v);

@@ -18,6 +18,10 @@ namespace loomperf {
 // then exponent notation.
 std::string floatStr(double value, int width);
 
+// What the -J file's "env" list keeps of one "NAME=value" environment entry: only variables
+// that shape a run (LOOM_*, NCCL_*, launchers', CUDA_*), secrets redacted; "" drops it.
+std::string runEnvironmentEntry(const std::string& entry);
+
 // "#  Rank  0 Group  0 Pid   1234 on   hostname device -1 [cpu] <info>" as nccl-tests prints it.
 std::string rankLine(int rank, int group, int pid, const std::string& host, int device,
                      const std::string& deviceHex, const std::string& info);

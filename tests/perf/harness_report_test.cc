@@ -111,5 +111,15 @@ TEST(PerfLaunch, DetectsEachLauncher) {
   EXPECT_NE(err.find("RANK"), std::string::npos) << err;
 }
 
+TEST(ReportEnv, KeepsRunVariablesAndRedactsSecrets) {
+  EXPECT_EQ(runEnvironmentEntry("LOOM_ALGO=ring"), "LOOM_ALGO=ring");
+  EXPECT_EQ(runEnvironmentEntry("NCCL_DEBUG=INFO"), "NCCL_DEBUG=INFO");
+  EXPECT_EQ(runEnvironmentEntry("WORLD_SIZE=4"), "WORLD_SIZE=4");
+  EXPECT_EQ(runEnvironmentEntry("LOOM_COMM_SECRET=hunter2"), "LOOM_COMM_SECRET=<redacted>");
+  EXPECT_EQ(runEnvironmentEntry("HOME=/root"), "");
+  EXPECT_EQ(runEnvironmentEntry("AWS_SECRET_ACCESS_KEY=x"), "");
+  EXPECT_EQ(runEnvironmentEntry("GITHUB_TOKEN=x"), "");
+}
+
 }  // namespace
 }  // namespace loomperf
