@@ -10,6 +10,31 @@ namespace loom {
 
 using algo::Prim;
 
+namespace {
+
+// A pure copy to every destination, bit-exact: one read of the source. With several
+// destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
+// when the others read it, instead of reading the whole source once per destination.
+void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes) {
+  constexpr size_t kTile = 64 * 1024;
+  const void* first = nullptr;  // the destination that is not the source, read back per tile
+  for (int d = 0; d < ndst; ++d) {
+    if (dst[d] != src && first == nullptr) first = dst[d];
+  }
+  if (first == nullptr) return;  // in place everywhere
+  for (size_t off = 0; off < bytes; off += kTile) {
+    const size_t n = bytes - off < kTile ? bytes - off : kTile;
+    std::memcpy(static_cast<char*>(const_cast<void*>(first)) + off,
+                static_cast<const char*>(src) + off, n);
+    for (int d = 0; d < ndst; ++d) {
+      if (dst[d] == src || dst[d] == first) continue;
+      std::memcpy(static_cast<char*>(dst[d]) + off, static_cast<const char*>(first) + off, n);
+    }
+  }
+}
+
+}  // namespace
+
 std::string TaskLabel::str() const {
   std::string s = number > 0 ? strCat(what, " #", number) : std::string(what);
   if (algo != nullptr)
@@ -164,9 +189,7 @@ bool PrimTask::tryStep() {
       isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (args.nsrc == 1 && !opApplies) {
-      for (int d = 0; d < args.ndst; ++d) {
-        if (args.dst[d] != args.src[0]) std::memcpy(args.dst[d], args.src[0], bytes);
-      }
+      copyToAll(args.src[0], args.dst, args.ndst, bytes);
     } else {
       reduceCopy(op_.type, op_.reduce, args);
     }
