@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "perf/harness/job.h"
 #include "perf/harness/report.h"
 
 extern char** environ;
@@ -16,17 +17,6 @@ namespace loomperf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-char* allocTouched(size_t bytes) {
-  size_t rounded = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
-  auto* p = static_cast<char*>(std::aligned_alloc(4096, rounded));
-  if (p == nullptr) {
-    std::fprintf(stderr, "cannot allocate %zu bytes; lower -e\n", rounded);
-    std::exit(2);
-  }
-  std::memset(p, 0, rounded);
-  return p;
-}
 
 // Takes "--name value" out of argv, so nccl-tests' parser sees only its own flags.
 bool takeFlag(int* argc, char** argv, const char* name, std::string* value) {

@@ -23,19 +23,6 @@ std::string hostName() {
   return host;
 }
 
-char* allocTouched(size_t bytes) {
-  // One allocation at the largest size, touched once here: first-touch page faults would
-  // otherwise land in the measured loop.
-  size_t rounded = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
-  auto* p = static_cast<char*>(std::aligned_alloc(4096, rounded));
-  if (p == nullptr) {
-    std::fprintf(stderr, "loom perf: cannot allocate %zu bytes; lower -e\n", rounded);
-    std::exit(2);
-  }
-  std::memset(p, 0, rounded);
-  return p;
-}
-
 // Creates this process's communicators, one helper thread per rank: loomCommInitRank blocks
 // until every rank has arrived, so one thread cannot create several in turn.
 void initRanks(Job& job, const loomUniqueId& id) {
@@ -98,6 +85,19 @@ std::vector<std::string> rankLines(const Job& job, ProcessGroup& group) {
 }
 
 }  // namespace
+
+char* allocTouched(size_t bytes) {
+  // One allocation at the largest size, touched once here: first-touch page faults would
+  // otherwise land in the measured loop.
+  size_t rounded = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
+  auto* p = static_cast<char*>(std::aligned_alloc(4096, rounded));
+  if (p == nullptr) {
+    std::fprintf(stderr, "loom perf: cannot allocate %zu bytes; lower -e\n", rounded);
+    std::exit(2);
+  }
+  std::memset(p, 0, rounded);
+  return p;
+}
 
 void check(loomResult_t r, loomComm_t comm, const char* what) {
   while (r == loomInProgress && comm != nullptr) {

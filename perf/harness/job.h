@@ -61,6 +61,10 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
 // then on an error prints it, aborts every communicator of the process and exits 1.
 void check(loomResult_t r, loomComm_t comm, const char* what);
 
+// `bytes` (at least one page) of page-aligned memory, allocated and touched once so first-touch
+// page faults stay out of measured loops; exits with a message when it cannot be had.
+char* allocTouched(size_t bytes);
+
 }  // namespace loomperf
 
 #endif  // LOOM_PERF_HARNESS_JOB_H_
