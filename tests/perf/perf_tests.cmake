@@ -39,6 +39,7 @@ if(Python3_FOUND)
         COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode mpi --ranks 2
           --mpirun ${LOOM_MPIRUN} -- $<TARGET_FILE:${coll}_perf> ${loom_perf_small})
       list(APPEND loom_perf_smoke_tests perf_smoke_mpi_${coll})
+      list(APPEND loom_perf_mpirun_tests perf_smoke_mpi_${coll})
     endif()
     set_tests_properties(${loom_perf_smoke_tests} PROPERTIES
       ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 180)
@@ -69,6 +70,7 @@ if(Python3_FOUND)
         COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode mpi --ranks 2
           --mpirun ${LOOM_MPIRUN} -- $<TARGET_FILE:mpi_coll_perf> --coll ${coll} ${loom_perf_small})
       list(APPEND loom_perf_baseline_tests perf_smoke_mpi_coll_${coll})
+      list(APPEND loom_perf_mpirun_tests perf_smoke_mpi_coll_${coll})
     endforeach()
   endif()
   if(TARGET gloo_coll_perf)
@@ -103,4 +105,10 @@ if(Python3_FOUND)
   add_test(NAME perf_device_cuda_refused
     COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA data path"
       -- $<TARGET_FILE:all_reduce_perf> --device cuda)
+endif()
+
+# Two mpirun at once race on Open MPI's session directory (/tmp/ompi.<host>.<uid>: one removes
+# it while the other creates its pid directory in it), so they never run side by side.
+if(loom_perf_mpirun_tests)
+  set_tests_properties(${loom_perf_mpirun_tests} PROPERTIES RESOURCE_LOCK mpirun)
 endif()
