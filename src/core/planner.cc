@@ -1,6 +1,7 @@
 #include "src/core/planner.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "algorithms/alltoall.h"
 #include "algorithms/hierarchical.h"
@@ -98,8 +99,17 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
   const int off = protocolOffset(op);
   const size_t first = out.size();
   switch (op.algorithm) {
+    case Algorithm::kExchange:
+      if (n > 2) {  // every peer, point-to-point connections (two ranks: the ring's)
+        for (int p = 0; p < n; ++p) {
+          if (p == me) continue;
+          out.push_back({p, kP2pChannel, true});
+          out.push_back({p, kP2pChannel, false});
+        }
+        break;
+      }
+      [[fallthrough]];
     case Algorithm::kRing:
-    case Algorithm::kExchange:  // two ranks: the ring's connections to the other rank
     case Algorithm::kChain: {
       const auto& order = c.ringOrder();
       int next = order[(c.ringPosition() + 1) % n], prev = order[(c.ringPosition() + n - 1) % n];
@@ -239,31 +249,44 @@ struct Planner {
     }
   }
 
-  // AllReduce of two ranks in one exchange (the ring needs two in a row): each sends its whole
-  // input and folds the peer's into its own. Both fold rank 0's data first, so they get the
-  // same bits even where the op is not symmetric (max of +0 and -0, NaN payloads).
+  // AllReduce in one exchange (a ring needs 2(n-1) steps in a row, a tree 2 log n): every rank
+  // sends its whole input to every other rank and folds all n inputs itself, in rank order -
+  // so every rank gets the same bits even where the op is not symmetric (max of +0 and -0, NaN
+  // payloads). Each rank sends and reduces (n-1) times the data, so it pays only for small
+  // calls and few ranks (planner_state.cc). Two ranks use the ring's connections and channels;
+  // more use the point-to-point connections, one channel.
   void exchange() {
-    const int peer = 1 - c.rank();
-    for (int ch = 0; ch < c.channels(); ++ch) {
-      const size_t chunk = chunkFor(c.sendConnection(peer, ch + off));
+    const int n = c.nranks(), me = c.rank();
+    const bool twoRanks = n == 2;
+    const bool inPlace = op.sendbuff == op.recvbuff;
+    for (int ch = 0; ch < (twoRanks ? c.channels() : 1); ++ch) {
+      const int id = twoRanks ? ch : kP2pChannel;
+      TaskLinks out, in;
+      size_t chunk = SIZE_MAX;
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        out.addSend(c.sendConnection(p, id + off), p);
+        in.addRecv(c.recvConnection(p, id + off), p);  // rank order: the fold's source order
+        chunk = std::min(chunk, chunkFor(out.send[out.nsend - 1]));
+      }
       TaskLabel label = name;
       label.algo = "exchange";
-      label.channel = ch;
-      const algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
+      label.channel = twoRanks ? ch : -1;
       TaskLabel sendLabel = label, recvLabel = label;
-      sendLabel.toRank = peer;
-      recvLabel.fromRank = peer;
+      sendLabel.part = "send";
+      recvLabel.part = "fold";
+      const algo::Range slice =
+          algo::channelSlice(op.count, twoRanks ? c.channels() : 1, ch, align);
       PrimTask* send =
-          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false),
-              ringLinks(peer, -1, ch), sendLabel);
+          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false), out,
+              sendLabel);
       // In place, the fold overwrites the input the send reads: the send copies it out (never
       // posts it by address) and the fold's step i waits for the send's step i.
-      const bool inPlace = op.sendbuff == op.recvbuff;
       if (inPlace) send->setCopyInput();
       PrimTask* fold = add(
           pipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true),
-          ringLinks(-1, peer, ch), recvLabel, inPlace ? send : nullptr);
-      if (c.rank() == 0) fold->setInputFirst();
+          in, recvLabel, inPlace ? send : nullptr);
+      fold->setInputPosition(me);
     }
   }
 

@@ -1,11 +1,15 @@
 #include "src/core/planner_state.h"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <string>
 #include <vector>
 
 #include "src/core/comm.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
+#include "src/core/prim_task.h"
 #include "src/tune/cost_model.h"
 #include "transports/slot_ring.h"
 
@@ -23,12 +27,6 @@ tune::Algo tuneAlgo(Algorithm a) {
                                  : tune::Algo::kRing;
 }
 
-// Two ranks: up to this size AllReduce takes one exchange of whole inputs (half the ring's
-// latency, the same bytes on the wire, twice the reduction work per rank). Measured here with
-// all_reduce_perf -t 2 (LOOM_ALGO=ring vs exchange): exchange wins up to 256 KiB over shared
-// memory (0.9 vs 1.3 us at 8 B) and TCP (11 vs 18 us at 8 B); at 1 MiB the ring is ahead.
-constexpr size_t kExchangeMaxBytes = 256 * 1024;
-
 constexpr uint64_t kBytesLimit = (uint64_t{1} << 48) - 2;  // larger calls skip the cache
 
 uint64_t pack(CollKind kind, size_t bytes, PlanChoice c) {
@@ -44,30 +42,42 @@ PlannerState::PlannerState(const Comm& comm)
       model_(tune::clusterModel(comm, layout_)),
       slotBytes_(transport::slotBytesFromEnv()),
       p2pSlotBytes_(transport::p2pSlotBytesFromEnv()) {
-  const std::string algo = envString(EnvVar::LOOM_ALGO);
+  // Case-insensitive, as NCCL reads NCCL_ALGO / NCCL_PROTO ("Ring", "LL", "Simple").
+  auto lower = [](std::string v) {
+    for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return v;
+  };
+  const std::string algo = lower(envString(EnvVar::LOOM_ALGO));
   if (algo == "ring") {
     forcedAlgorithm_ = Algorithm::kRing;
   } else if (algo == "tree") {
     forcedAlgorithm_ = Algorithm::kTree;
   } else if (algo == "exchange") {
-    forcedAlgorithm_ = comm.nranks() == 2 ? Algorithm::kExchange : Algorithm::kRing;
+    forcedAlgorithm_ = comm.nranks() <= kMaxExchangeRanks ? Algorithm::kExchange : Algorithm::kRing;
   } else if (algo == "hier") {
     // Where it cannot run (one node, one rank per node, uneven nodes) it is the ring.
     forcedAlgorithm_ =
         tune::applies(model_, tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
   } else {
-    LOOM_ENFORCE(algo.empty(), InvalidArgument, "LOOM_ALGO='", algo,
+    LOOM_ENFORCE(algo.empty(), InvalidArgument, "LOOM_ALGO='", envString(EnvVar::LOOM_ALGO),
                  "' is not an algorithm; use ring, tree, hier or exchange (or unset it)");
   }
-  const std::string proto = envString(EnvVar::LOOM_PROTO);
+  const std::string proto = lower(envString(EnvVar::LOOM_PROTO));
   if (proto == "simple") {
     forcedProtocol_ = transport::Protocol::kSimple;
   } else if (proto == "ll") {
     forcedProtocol_ = transport::Protocol::kLL;
   } else {
-    LOOM_ENFORCE(proto.empty(), InvalidArgument, "LOOM_PROTO='", proto,
+    LOOM_ENFORCE(proto.empty(), InvalidArgument, "LOOM_PROTO='", envString(EnvVar::LOOM_PROTO),
                  "' is not a protocol; use simple or ll (or unset it)");
   }
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const size_t hostRanks = layout_.ranks[layout_.nodeOf[comm.rank()]].size();
+  oversubscribed_ = cpus > 0 && hostRanks > static_cast<size_t>(cpus);
+  const int64_t exchange = envInt(EnvVar::LOOM_EXCHANGE_THRESHOLD);
+  LOOM_ENFORCE(exchange >= 0, InvalidArgument, "LOOM_EXCHANGE_THRESHOLD=", exchange,
+               " must be a size in bytes (>= 0)");
+  exchangeMaxBytes_ = static_cast<size_t>(exchange);
   if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) treeThreshold_ = envInt(EnvVar::LOOM_TREE_THRESHOLD);
   if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) llThreshold_ = envInt(EnvVar::LOOM_LL_THRESHOLD);
   LOOM_ENFORCE(treeThreshold_ >= -1 && llThreshold_ >= -1, InvalidArgument,
@@ -103,7 +113,8 @@ PlanChoice PlannerState::decide(CollKind kind, size_t bytes) const {
     c.algorithm = Algorithm::kRing;
   } else if (forcedAlgorithm_) {
     c.algorithm = *forcedAlgorithm_;
-  } else if (nranks_ == 2 && bytes <= kExchangeMaxBytes) {
+  } else if (nranks_ > 1 && nranks_ <= kMaxExchangeRanks &&
+             bytes <= exchangeMaxBytes_ / static_cast<size_t>((nranks_ - 1) * (nranks_ - 1))) {
     c.algorithm = Algorithm::kExchange;
   } else if (treeThreshold_ >= 0) {
     c.algorithm = nranks_ > 2 && static_cast<int64_t>(bytes) <= treeThreshold_ ? Algorithm::kTree

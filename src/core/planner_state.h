@@ -39,6 +39,9 @@ class PlannerState {
   size_t slotBytes() const { return slotBytes_; }
   // LOOM_P2P_BUFFSIZE / 8: the slots of tree, point-to-point and AlltoAll connections.
   size_t p2pSlotBytes() const { return p2pSlotBytes_; }
+  // More ranks on this rank's host than the host has CPUs online: waiting ranks should yield
+  // their CPU at once instead of spinning (executor.cc's Backoff).
+  bool oversubscribed() const { return oversubscribed_; }
 
  private:
   PlanChoice decide(CollKind kind, size_t bytes) const;
@@ -50,6 +53,15 @@ class PlannerState {
   std::optional<transport::Protocol> forcedProtocol_;
   int64_t treeThreshold_ = -1;  // -1: unset (the tuner decides)
   int64_t llThreshold_ = -1;
+  // LOOM_EXCHANGE_THRESHOLD: AllReduce takes the exchange algorithm (one step; every rank sends
+  // its input to every other) while (nranks - 1)^2 x bytes <= this: each rank sends and reduces
+  // (n-1) times its data, and more ranks share the same cores. Default 256 KiB, measured here
+  // with all_reduce_perf (LOOM_ALGO=ring vs exchange): 2 ranks, exchange wins up to 256 KiB
+  // over shared memory (0.9 vs 1.3 us at 8 B) and TCP (11 vs 18 us at 8 B), the ring at 1 MiB;
+  // 4 processes on 2 cores: exchange 12 vs ring 19 us at 8 B, even at 32 KiB, the ring ahead
+  // from 64 KiB (48 vs 55 us).
+  size_t exchangeMaxBytes_ = 0;
+  bool oversubscribed_ = false;
   size_t slotBytes_ = 0;
   size_t p2pSlotBytes_ = 0;
   // Direct-mapped: each word packs (bytes + 1, kind, algorithm, protocol), so a reader sees a

@@ -174,10 +174,12 @@ bool PrimTask::tryStep() {
     args.preOpOnSource |= 1u << args.nsrc;
     args.src[args.nsrc++] = in;
   };
-  if (inputFirst_) addInput();
-  if (recvs)
-    for (int i = 0; i < links_.nrecv; ++i) args.src[args.nsrc++] = received[i];
-  if (!inputFirst_) addInput();
+  const int nrecv = recvs ? links_.nrecv : 0;
+  const int inputAt = inputPosition_ < 0 || inputPosition_ > nrecv ? nrecv : inputPosition_;
+  for (int i = 0; i <= nrecv; ++i) {
+    if (i == inputAt) addInput();
+    if (i < nrecv) args.src[args.nsrc++] = received[i];
+  }
   if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
   if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
   if (sends)

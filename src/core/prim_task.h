@@ -37,8 +37,10 @@ class StepSource {
 };
 
 // The peers a task exchanges with: a ring or chain step has at most one of each, a tree node
-// receives from (up) or sends to (down) up to two children.
-inline constexpr int kMaxTaskPeers = 2;
+// receives from (up) or sends to (down) up to two children, an exchange AllReduce sends to and
+// receives from every other rank (up to kMaxExchangeRanks - 1).
+inline constexpr int kMaxExchangeRanks = 8;
+inline constexpr int kMaxTaskPeers = kMaxExchangeRanks - 1;
 struct TaskLinks {
   int nsend = 0;
   int nrecv = 0;
@@ -90,9 +92,10 @@ class PrimTask {
   // Gates this task on another after construction (see the constructor), e.g. a receive that
   // overwrites the buffer a send of its group still reads.
   void setGate(const PrimTask* gate) { gate_ = gate; }
-  // Folds the local input before the received data (normally after): lets two ranks that each
-  // reduce the same pair of inputs do it in the same order, so they get the same bits.
-  void setInputFirst() { inputFirst_ = true; }
+  // Folds the local input at source position `index` among the received data (normally
+  // after all of it): ranks that each reduce the same inputs do it in the same order (rank
+  // order), so they get the same bits.
+  void setInputPosition(int index) { inputPosition_ = index; }
   // Never posts the input by address (something of this rank overwrites it meanwhile).
   void setCopyInput() { directInput_ = false; }
   // Before the executor sleeps: arms the connection this task waits on (wait.h). kArmed with
@@ -112,8 +115,8 @@ class PrimTask {
   size_t elemSize_;
   bool isReduction_;
   uint32_t signature_;
-  bool directInput_;  // steps that send the input as it is may post its address
-  bool inputFirst_ = false;
+  bool directInput_;        // steps that send the input as it is may post its address
+  int inputPosition_ = -1;  // -1: after the received data
   PrimStep current_;
   bool haveCurrent_ = false;
   bool done_ = false;

@@ -12,9 +12,10 @@
 namespace loom {
 
 // Sources: a ring step reduces its own input with at most a few peers' data; a tree node
-// with its children. Destinations: the local output plus the next peers' receive slots.
+// with its children; an exchange AllReduce every rank's input (up to 8 ranks). Destinations:
+// the local output plus the peers' receive slots (an exchange sends to up to 7 peers).
 inline constexpr int kMaxSources = 8;
-inline constexpr int kMaxDests = 4;
+inline constexpr int kMaxDests = 8;
 
 // Internal reduction kinds (reduce_op_table.def). loomAvg maps onto kPreMulSum with 1/n for
 // floating-point types and onto kSumPostDiv with n for integer types (see reduceOpKindFor).

@@ -3,7 +3,9 @@
 // binary tree for large AllReduces and 2 ranks (which the default never picks).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
+#include <vector>
 
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
@@ -61,33 +63,59 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(2, 3, 7)),
     forcedName);
 
-// Two ranks that each fold the same two inputs must get the same bits even where the op is not
-// symmetric: max/min of +0 and -0, sums of NaNs with different payloads. Every algorithm.
+// Ranks that each fold the same inputs must get the same bits even where the op is not
+// symmetric: max/min of +0 and -0, sums of NaNs with different payloads. Every algorithm, an
+// even and an odd number of ranks.
 TEST(AlgorithmsAgree, EveryRankGetsTheSameBits) {
-  for (const char* algo : {"exchange", "ring"}) {
-    test::ScopedEnv force("LOOM_ALGO", algo);
-    CommSet comms(2);
-    ASSERT_TRUE(comms.ok());
-    const uint32_t nan1 = 0x7fc00001, nan2 = 0x7fc00002;
-    float a, b;
-    std::memcpy(&a, &nan1, 4);
-    std::memcpy(&b, &nan2, 4);
-    const float inputs[2][4] = {{+0.0f, +0.0f, a, 1.0f}, {-0.0f, -0.0f, b, 2.0f}};
-    for (loomRedOp_t op : {loomMax, loomMin, loomSum}) {
-      float out[2][4] = {};
-      test::runThreads(2, [&](int r) {
-        ASSERT_LOOM_OK(loomAllReduce(inputs[r], out[r], 4, loomFloat32, op, comms[r], nullptr));
-      });
-      EXPECT_EQ(std::memcmp(out[0], out[1], sizeof(out[0])), 0) << algo << " op " << op;
+  for (int nranks : {2, 3, 5}) {
+    for (const char* algo : {"exchange", "ring", "tree"}) {
+      test::ScopedEnv force("LOOM_ALGO", algo);
+      CommSet comms(nranks);
+      ASSERT_TRUE(comms.ok());
+      std::vector<std::array<float, 4>> inputs(nranks), out(nranks);
+      for (int r = 0; r < nranks; ++r) {
+        const uint32_t nan = 0x7fc00001 + r;  // a different payload per rank
+        float payload;
+        std::memcpy(&payload, &nan, 4);
+        inputs[r] = {r % 2 ? -0.0f : +0.0f, r % 2 ? +0.0f : -0.0f, payload, 1.0f + r};
+      }
+      for (loomRedOp_t op : {loomMax, loomMin, loomSum}) {
+        test::runThreads(nranks, [&](int r) {
+          out[r].fill(42.0f);
+          ASSERT_LOOM_OK(loomAllReduce(inputs[r].data(), out[r].data(), 4, loomFloat32, op,
+                                       comms[r], nullptr));
+        });
+        for (int r = 1; r < nranks; ++r)
+          EXPECT_EQ(std::memcmp(out[0].data(), out[r].data(), sizeof(out[0])), 0)
+              << algo << " op " << op << " rank " << r << " of " << nranks;
+        EXPECT_EQ(out[0][3], op == loomSum   ? nranks * (nranks + 1) / 2.0f
+                             : op == loomMax ? static_cast<float>(nranks)
+                                             : 1.0f)
+            << algo << " op " << op;
+      }
     }
   }
+}
+
+// NCCL users write NCCL_PROTO=LL and NCCL_ALGO=Ring: the overrides are case-insensitive.
+TEST(ForcedChoices, OverridesIgnoreCase) {
+  test::ScopedEnv proto("LOOM_PROTO", "LL");
+  test::ScopedEnv algo("LOOM_ALGO", "Exchange");
+  Matrix m;
+  m.types = {loomFloat32};
+  m.ops = {Op::kSum};
+  m.counts = {1, 1000};
+  m.salt = 901;
+  checkMatrix(3, Transport::kDefault, m);
 }
 
 // The communicator reads its overrides once, at init: a value it does not know fails init
 // with a message naming the variable, not some later call.
 TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmFailsInit) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"LOOM_PROTO", "carrier-pigeon"}, {"LOOM_ALGO", "telepathy"}, {"LOOM_LL_THRESHOLD", "-5"}};
+  const std::pair<const char*, const char*> cases[] = {{"LOOM_PROTO", "carrier-pigeon"},
+                                                       {"LOOM_ALGO", "telepathy"},
+                                                       {"LOOM_LL_THRESHOLD", "-5"},
+                                                       {"LOOM_EXCHANGE_THRESHOLD", "-1"}};
   for (const auto& [name, value] : cases) {
     test::ScopedEnv env(name, value);
     loomComm_t comms[2] = {};
