@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <list>
@@ -67,7 +68,12 @@ std::string probe(const ProcessIdentity& sender, int* pidfd) {
   return "";
 }
 
+std::atomic<uint64_t> registeredSteps{0};
+
 }  // namespace
+
+uint64_t registeredStepsReceived() { return registeredSteps.load(std::memory_order_relaxed); }
+void countRegisteredStep() { registeredSteps.fetch_add(1, std::memory_order_relaxed); }
 
 int createIdentityFd(uint64_t token) {
   const int fd = memfd_create("loom-identity", MFD_CLOEXEC);

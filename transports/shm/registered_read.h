@@ -32,6 +32,11 @@
 
 namespace loom::transport::shm {
 
+// Registered steps this process has received (released) so far, from any peer: lets tests and
+// diagnostics see that the single-copy path was really taken.
+uint64_t registeredStepsReceived();
+void countRegisteredStep();
+
 // A one-page memfd holding `token`, for peers' pidfd_getfd probe; -1 where memfd fails.
 int createIdentityFd(uint64_t token);
 

@@ -202,6 +202,8 @@ class ShmRecvConnection final : public RecvConnection {
     LOOM_ENFORCE(received_, InternalError, "shm release() from rank ", peer_,
                  " without a slot from tryReceive()");
     received_ = false;
+    if (registeredStep_) shm::countRegisteredStep();
+    registeredStep_ = false;
     ++head_;
     ring_.control->head.store(head_, std::memory_order_release);  // done reading before head
     ringDoorbell(ring_.control->spaceBell);
@@ -222,6 +224,7 @@ class ShmRecvConnection final : public RecvConnection {
   const void* registered(uint64_t region, uint64_t offset, uint64_t bytes) {
     LOOM_ENFORCE(regions_ != nullptr, RemoteError, "rank ", peer_,
                  " posted a registered step on a connection set up without them (corrupt ring)");
+    registeredStep_ = true;
     if (held_ == nullptr || held_->id != region || offset > held_->size ||
         bytes > held_->size - offset) {
       held_ = regions_->map(region, ring_.control->regionFd[head_ % kSlots], offset, bytes);
@@ -236,6 +239,7 @@ class ShmRecvConnection final : public RecvConnection {
   int32_t senderPid_;
   std::shared_ptr<shm::PeerRegions> regions_;     // null unless we map the sender's regions
   std::shared_ptr<const shm::PeerMapping> held_;  // the region of the last registered step
+  bool registeredStep_ = false;                   // the step from tryReceive() is one
   uint64_t head_ = 0;                             // our own copy: only we write head
   uint64_t tail_ = 0;                             // the sender's tail as last seen
   uint64_t pulled_ = 0;  // 1 + the step whose direct data is in our slot already
