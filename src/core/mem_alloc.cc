@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <mutex>
@@ -21,6 +22,8 @@ struct Registry {
   std::map<uintptr_t, MemRegion> byBase;  // ordered: the region holding an address is found by
                                           // the last base at or below it
   uint64_t nextId = 1;
+  // How many regions live: lets every step of a process without any skip the lock.
+  std::atomic<size_t> live{0};
 };
 
 Registry& registry() {
@@ -59,6 +62,7 @@ MemRegion allocRegion(size_t size) {
   std::lock_guard<std::mutex> lock(r.mutex);
   MemRegion region{r.nextId++, reinterpret_cast<uintptr_t>(p), mapped, fd};
   r.byBase[region.base] = region;
+  r.live.store(r.byBase.size(), std::memory_order_relaxed);
   return region;
 }
 
@@ -74,6 +78,7 @@ void freeRegion(void* base) {
                  "loomMemAlloc gave, once");
     region = it->second;
     r.byBase.erase(it);
+    r.live.store(r.byBase.size(), std::memory_order_relaxed);
   }
   munmap(reinterpret_cast<void*>(region.base), region.size);
   close(region.fd);
@@ -82,6 +87,7 @@ void freeRegion(void* base) {
 std::optional<MemRegion> findRegion(const void* data, size_t bytes) {
   const auto address = reinterpret_cast<uintptr_t>(data);
   Registry& r = registry();
+  if (r.live.load(std::memory_order_relaxed) == 0) return std::nullopt;
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.byBase.upper_bound(address);
   if (it == r.byBase.begin()) return std::nullopt;
