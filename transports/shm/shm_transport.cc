@@ -70,12 +70,11 @@ class ShmSendConnection final : public SendConnection {
   }
 
   void postDirect(const void* data, size_t bytes, uint32_t tag) override {
-    LOOM_ENFORCE(acquired_ && acceptsDirect(data, bytes), InternalError, "shm postDirect() of ",
-                 bytes, " bytes to rank ", peer_,
-                 " without a slot or on a connection that does not "
-                 "take it");
     const uint64_t i = tail_ % kSlots;
     const std::optional<MemRegion> region = registeredRegion(data, bytes);
+    LOOM_ENFORCE(acquired_ && (region || acceptsDirect(data, bytes)), InternalError,
+                 "shm postDirect() of ", bytes, " bytes to rank ", peer_,
+                 " without a slot or on a connection that does not take it");
     if (region) {
       ring_.control->region[i] = region->id;
       ring_.control->regionFd[i] = region->fd;
