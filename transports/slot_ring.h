@@ -29,6 +29,13 @@ struct RingControl {
   // Non-zero: the slot's data is not in the slot but at this address in the sender's memory
   // (a single-copy step, shm/direct_read.h). Published by tail like bytes[].
   uint64_t direct[kSlots] = {};
+  // Non-zero: the slot's data is in the sender's loomMemAlloc region with this id (never 0),
+  // at offset direct[] of it; regionFd[] is the region's fd in the sender (shm/registered_read.h).
+  uint64_t region[kSlots] = {};
+  int32_t regionFd[kSlots] = {};
+  // The receiver's verdict on registered steps, written once at setup: 0 not yet (the sender
+  // copies through the ring meanwhile), 1 it maps the sender's regions, 2 it may not.
+  std::atomic<uint32_t> registeredVerdict{0};
   // The receiver sleeps on dataBell until the sender posts, the sender on spaceBell until the
   // receiver releases (wait.h). Own lines: the flags are read by every post and release.
   alignas(kCacheLine) Doorbell dataBell;

@@ -70,11 +70,11 @@ class SendConnection {
   // kReady: what the caller waits for is there now, do not sleep. kUnsupported: this
   // connection cannot wake a sleeper; nap briefly instead.
   virtual WaitArm armWait(WaitSet& set, bool drain) = 0;
-  // Single-copy posting (shm/direct_read.h). True if a step of `bytes` may be posted as the
-  // address of data in this process that stays unchanged until drained(): then, after
-  // tryAcquire(), postDirect() replaces filling the slot and post().
-  virtual bool acceptsDirect(size_t bytes) const {
-    (void)bytes;
+  // Single-copy posting (shm/direct_read.h). True if a step of `bytes` at `data` may be
+  // posted as the address of data in this process that stays unchanged until drained(): then,
+  // after tryAcquire(), postDirect() replaces filling the slot and post().
+  virtual bool acceptsDirect(const void* data, size_t bytes) const {
+    (void)data, (void)bytes;
     return false;
   }
   virtual void postDirect(const void* data, size_t bytes, uint32_t tag) {

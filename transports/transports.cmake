@@ -5,6 +5,7 @@ list(APPEND loom_sources
   transports/slot_ring.cc
   transports/shm/direct_read.cc
   transports/shm/ll_connection.cc
+  transports/shm/registered_read.cc
   transports/shm/shm_segment.cc
   transports/shm/shm_transport.cc
   transports/socket/socket_connection.cc

@@ -324,6 +324,26 @@ LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t data
 LOOM_API loomResult_t loomGroupStart(void);
 LOOM_API loomResult_t loomGroupEnd(void);
 
+/* ---- Shareable memory ------------------------------------------------------------------------
+ * Host memory that peers on the same host can map (NCCL's ncclMemAlloc, with the registration
+ * included). Between ranks in different processes of one host, the shared-memory transport
+ * otherwise copies every byte twice (into a shared slot, then out of it); when the data a
+ * collective sends lies in memory from loomMemAlloc, the receiving process maps that memory once
+ * and reads it in place: one copy, roughly twice the bandwidth for large messages. Use it for
+ * sendbuff and recvbuff of large collectives (megabytes). Any loom call accepts it like any other
+ * host memory; other memory keeps working as before. LOOM_SHM_REGISTERED=0 turns the single-copy
+ * use off. Peers need the same permission as for ptrace (same user; Linux >= 5.6); where it is
+ * missing loom logs it at INFO and copies through the ring.
+ */
+
+/** Allocates `size` (> 0) bytes of host memory, zero-filled and page-aligned, into *ptr. Fails
+ * with loomInvalidArgument for a NULL ptr or size 0, loomSystemError when out of memory. */
+LOOM_API loomResult_t loomMemAlloc(void** ptr, size_t size);
+/** Frees memory from loomMemAlloc. Fails with loomInvalidArgument for NULL or any other pointer
+ * (including one freed already). Do not free memory a collective still uses. A peer that mapped
+ * it may keep the pages until it drops its mapping later. */
+LOOM_API loomResult_t loomMemFree(void* ptr);
+
 /** Where the scalar of loomRedOpCreatePreMulSum lives. */
 typedef enum {
   loomScalarDevice = 0,

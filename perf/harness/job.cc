@@ -58,8 +58,13 @@ void destroyRanks(std::vector<Rank>& ranks) {
       }
       check(loomCommFinalize(r.comm), r.comm, "loomCommFinalize");
       loomCommDestroy(r.comm);
-      std::free(r.send);
-      std::free(r.recv);
+      if (r.memAlloc) {
+        check(loomMemFree(r.send), nullptr, "loomMemFree");
+        check(loomMemFree(r.recv), nullptr, "loomMemFree");
+      } else {
+        std::free(r.send);
+        std::free(r.recv);
+      }
       std::free(r.want);
     });
   }
@@ -97,6 +102,14 @@ char* allocTouched(size_t bytes) {
   }
   std::memset(p, 0, rounded);
   return p;
+}
+
+char* memAllocTouched(size_t bytes) {
+  void* p = nullptr;
+  const size_t rounded = std::max<size_t>(bytes, 4096);
+  check(loomMemAlloc(&p, rounded), nullptr, "loomMemAlloc");
+  std::memset(p, 0, rounded);
+  return static_cast<char*>(p);
 }
 
 void check(loomResult_t r, loomComm_t comm, const char* what) {
@@ -180,8 +193,9 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
   for (int i = 0; i < perProc; ++i) {
     Rank& r = job.ranks[i];
     r.rank = l.proc * perProc + i;
-    r.send = allocTouched(o.maxBytes);
-    r.recv = allocTouched(o.maxBytes);
+    r.memAlloc = o.localRegister != 0;
+    r.send = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes);
+    r.recv = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes);
     if (o.check) r.want = allocTouched(o.maxBytes);
   }
   initRanks(job, id);

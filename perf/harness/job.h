@@ -26,7 +26,8 @@ struct Rank {
   char* send = nullptr;
   char* recv = nullptr;
   char* want = nullptr;
-  bool checked = false;  // whether `want` holds an expectation for the current run
+  bool memAlloc = false;  // send and recv come from loomMemAlloc (-R)
+  bool checked = false;   // whether `want` holds an expectation for the current run
 };
 
 struct Job {
@@ -64,6 +65,8 @@ void check(loomResult_t r, loomComm_t comm, const char* what);
 // `bytes` (at least one page) of page-aligned memory, allocated and touched once so first-touch
 // page faults stay out of measured loops; exits with a message when it cannot be had.
 char* allocTouched(size_t bytes);
+// The same from loomMemAlloc (-R): memory peer processes map, so steps move with one copy.
+char* memAllocTouched(size_t bytes);
 
 }  // namespace loomperf
 

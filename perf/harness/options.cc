@@ -65,6 +65,7 @@ std::string usage(const char* program) {
 	[-T,--timeout <time in seconds>]
 	[-C,--report_cputime <0/1>]
 	[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]
+	[-R,--local_register <0/1/2>] 1 or 2: send/recv buffers from loomMemAlloc (single copy between processes)
 	[-J,--output_file <file>] write the results as JSON (nccl-tests' layout)
 	[--device <cpu/cuda>]                 where buffers live (default cpu)
 	[-h,--help]
@@ -228,7 +229,12 @@ ParseStatus parseOptions(int argc, char** argv, Options* o, std::string* error) 
         o->average = static_cast<int>(v);
         break;
       case 'R':
-        break;  // buffer registration: nothing to register on CPU
+        // nccl-tests' 1 (local) and 2 (symmetric) registration are one thing on the host:
+        // buffers that peer processes map, from loomMemAlloc.
+        if (!intArg("-R (local_register)", 0) || v > 2)
+          return fail(std::string("invalid value '") + arg + "' for -R: use 0, 1 or 2");
+        o->localRegister = static_cast<int>(v);
+        break;
       case 'J':
         o->jsonPath = arg;
         break;

@@ -31,6 +31,7 @@ struct Options {
   int timeoutSec = 0;          // -T: abort a wait longer than this (0: never)
   int average = 1;             // -a: time reported: 0 rank 0, 1 mean, 2 min, 3 max
   int reportCputime = 0;       // -C: report time to enqueue instead of time to complete
+  int localRegister = 0;       // -R: 1 or 2 = send/recv buffers from loomMemAlloc
   int parallelInit = 0;        // -p: accepted for compatibility; ranks always init in parallel
   std::string jsonPath;        // -J: write nccl-tests' JSON report here
   std::string device = "cpu";  // --device cpu|cuda

@@ -151,6 +151,8 @@ void Reporter::preamble(const std::string& program, const Options& o,
       o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, 0);
   if (o.blocking)
     print("# Blocking Enabled: wait for completion and barrier after each collective \n");
+  if (o.localRegister)
+    print("# Registered buffers: send/recv from loomMemAlloc (-R %d)\n", o.localRegister);
   print("#\n");
   if (json_ != nullptr) {
     writer_.key("config");

@@ -154,7 +154,7 @@ bool PrimTask::tryStep() {
   bool direct[kMaxTaskPeers] = {};
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
-      direct[i] = directSource != nullptr && links_.send[i]->acceptsDirect(bytes);
+      direct[i] = directSource != nullptr && links_.send[i]->acceptsDirect(directSource, bytes);
       slots[i] = links_.send[i]->tryAcquire();
       if (slots[i] == nullptr) {
         wait_ = Wait::kSlot;

@@ -10,6 +10,12 @@ add_executable(loom_coll_rank
   ${CMAKE_CURRENT_SOURCE_DIR}/test_util.cc)
 target_link_libraries(loom_coll_rank PRIVATE loom_static GTest::gtest)
 
+# A rank of the registered-memory (loomMemAlloc) tests.
+add_executable(loom_registered_rank
+  ${loom_coll_dir}/registered_rank_main.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_util.cc)
+target_link_libraries(loom_registered_rank PRIVATE loom_static GTest::gtest)
+
 add_executable(loom_coll_tests
   ${loom_coll_dir}/coll_case.cc
   ${loom_coll_dir}/coll_harness.cc
@@ -24,15 +30,17 @@ add_executable(loom_coll_tests
   ${loom_coll_dir}/protocol_algo_test.cc
   ${loom_coll_dir}/memory_test.cc
   ${loom_coll_dir}/binding_test.cc
+  ${loom_coll_dir}/registered_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/test_util.cc)
 target_link_libraries(loom_coll_tests PRIVATE loom_static GTest::gtest_main)
-add_dependencies(loom_coll_tests loom_coll_rank loom_test_rank)
+add_dependencies(loom_coll_tests loom_coll_rank loom_registered_rank loom_test_rank)
 
-foreach(target loom_coll_rank loom_coll_tests)
+foreach(target loom_coll_rank loom_registered_rank loom_coll_tests)
   target_compile_options(${target} PRIVATE ${loom_warnings})
   target_compile_definitions(${target} PRIVATE
     LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>"
-    LOOM_COLL_RANK_BINARY="$<TARGET_FILE:loom_coll_rank>")
+    LOOM_COLL_RANK_BINARY="$<TARGET_FILE:loom_coll_rank>"
+    LOOM_REGISTERED_RANK_BINARY="$<TARGET_FILE:loom_registered_rank>")
 endforeach()
 
 gtest_discover_tests(loom_coll_tests

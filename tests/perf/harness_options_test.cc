@@ -93,6 +93,18 @@ TEST(PerfOptions, AllTypesAllOpsEveryRoot) {
   EXPECT_EQ(o.root, -1);
 }
 
+TEST(PerfOptions, LocalRegisterSelectsLoomMemAlloc) {
+  Options o;
+  std::string err;
+  EXPECT_EQ(o.localRegister, 0);
+  ASSERT_EQ(parse({"-R", "1"}, &o, &err), ParseStatus::kRun) << err;
+  EXPECT_EQ(o.localRegister, 1);
+  ASSERT_EQ(parse({"--local_register", "2"}, &o, &err), ParseStatus::kRun) << err;
+  EXPECT_EQ(o.localRegister, 2);
+  EXPECT_EQ(parse({"-R", "3"}, &o, &err), ParseStatus::kError);
+  EXPECT_NE(err.find("-R"), std::string::npos) << err;
+}
+
 TEST(PerfOptions, ErrorsNameTheFlag) {
   Options o;
   std::string err;

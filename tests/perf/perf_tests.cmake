@@ -53,6 +53,12 @@ if(Python3_FOUND)
       -- $<TARGET_FILE:reduce_perf> -r -1 -o all -d all -b 64 -e 1K -f 16 -w 0 -n 1 -z 1 -y 1 -m 2)
   set_tests_properties(perf_smoke_all_types_ops perf_smoke_reduce_every_root PROPERTIES
     ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300)
+  # -R 1: buffers from loomMemAlloc, 2 processes, sizes up to several single-copy steps.
+  add_test(NAME perf_smoke_env_register
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 2
+      -- $<TARGET_FILE:all_reduce_perf> -R 1 -b 8 -e 4M -f 32 -w 1 -n 2)
+  set_tests_properties(perf_smoke_env_register PROPERTIES
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60;LOOM_BUFFSIZE=1048576" TIMEOUT 300)
   # Native against composed collectives, checked, at 3 ranks (uneven blocks) and 2 processes.
   add_test(NAME perf_smoke_p2p_vs_coll_threads
     COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 3 --format p2p

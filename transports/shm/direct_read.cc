@@ -11,12 +11,14 @@
 
 #include "src/core/env.h"
 #include "src/core/error.h"
+#include "transports/shm/registered_read.h"
 
 namespace loom::transport::shm {
 namespace {
 
 // volatile: the CMA probe reads it from another process, so it must really be in memory.
 volatile uint64_t processToken = 0;
+int identityFd = -1;
 std::atomic<pid_t> tokenPid{0};
 std::mutex tokenMutex;
 
@@ -32,11 +34,14 @@ ProcessIdentity thisProcess() {
       std::random_device device;
       const uint64_t token = (uint64_t{device()} << 32) ^ device();
       processToken = token != 0 ? token : 1;
+      // A forked child's inherited identity memfd names its parent: drop our copy of it.
+      if (identityFd >= 0) close(identityFd);
+      identityFd = createIdentityFd(processToken);
       tokenPid.store(pid, std::memory_order_release);
     }
   }
   return ProcessIdentity{processToken, reinterpret_cast<uint64_t>(&processToken),
-                         static_cast<int32_t>(pid), 0};
+                         static_cast<int32_t>(pid), identityFd};
 }
 
 size_t cmaThreshold() {
@@ -50,13 +55,16 @@ DirectMode chooseDirectMode(const ProcessIdentity& receiver) {
   const ProcessIdentity me = thisProcess();
   if (receiver.token == me.token && receiver.pid == me.pid)
     return envInt(EnvVar::LOOM_SHM_DIRECT) != 0 ? DirectMode::kSameProcess : DirectMode::kNone;
-  if (cmaThreshold() == 0) return DirectMode::kNone;
+  DirectMode mode = DirectMode::kNone;
+  if (envInt(EnvVar::LOOM_SHM_REGISTERED) != 0 && me.identityFd >= 0)
+    mode = DirectMode::kRegistered;
+  if (cmaThreshold() == 0) return mode;
   // The pid must name the receiver in our pid namespace, and the kernel must let us read it.
   uint64_t seen = 0;
   iovec local{&seen, sizeof(seen)};
   iovec remote{reinterpret_cast<void*>(receiver.tokenAddress), sizeof(seen)};
   const ssize_t n = process_vm_readv(receiver.pid, &local, 1, &remote, 1, 0);
-  return n == sizeof(seen) && seen == receiver.token ? DirectMode::kCma : DirectMode::kNone;
+  return n == sizeof(seen) && seen == receiver.token ? mode | DirectMode::kCma : mode;
 }
 
 void cmaRead(int32_t pid, const void* remote, void* local, size_t bytes, int peer) {

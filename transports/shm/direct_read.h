@@ -6,9 +6,12 @@
 // input being sent, or an output just written and forwarded), the sender can post only its
 // address and the receiver's fused reduceCopy reads it directly: one copy, and the sender's
 // core is free. Ranks in one process (threads) simply read each other's memory. Ranks in
-// different processes can use process_vm_readv (CMA): one kernel copy into the receiver's
-// slot, saving the sender's copy; whether that is faster depends on the machine (it pins
-// pages and crosses into the kernel), so it is opt-in by step size (LOOM_SHM_CMA_THRESHOLD).
+// different processes read each other's memory when it comes from loomMemAlloc (registered
+// regions, src/core/mem_alloc.h): the sender posts (region id, offset), the receiver maps the
+// region once (registered_read.h) and reads in place, as threads do. Other memory of another
+// process can be pulled with process_vm_readv (CMA): one kernel copy into the receiver's slot,
+// saving the sender's copy; whether that is faster depends on the machine (it pins pages and
+// crosses into the kernel), so it is opt-in by step size (LOOM_SHM_CMA_THRESHOLD).
 //
 // Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
 // reuse numbers), and CMA is enabled for a pair only after the sender read the receiver's
@@ -22,25 +25,39 @@
 
 namespace loom::transport::shm {
 
+// The single-copy steps a connection may carry: the sender chooses at setup and sends its
+// choice to the receiver in the acknowledgement. Bits: between processes a step in a registered
+// region goes by region, and any other step by CMA when that is on too.
 enum class DirectMode : uint8_t {
   kNone = 0,         // always through the ring
   kSameProcess = 1,  // the receiver reads the sender's address
   kCma = 2,          // the receiver pulls with process_vm_readv into its slot
+  kRegistered = 4,   // the receiver reads the sender's loomMemAlloc regions through its mapping
 };
+constexpr DirectMode operator|(DirectMode a, DirectMode b) {
+  return static_cast<DirectMode>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b));
+}
+constexpr bool hasMode(DirectMode set, DirectMode m) {
+  return (static_cast<uint8_t>(set) & static_cast<uint8_t>(m)) != 0;
+}
+// Whether a byte from a peer names a combination the sender can choose.
+constexpr bool validDirectMode(uint8_t m) { return m <= 2 || m == 4 || m == 6; }
 
 // What a side tells its peer at setup so the pair can choose a DirectMode.
 struct ProcessIdentity {
   uint64_t token;         // random per process
   uint64_t tokenAddress;  // where the token lives in that process, for the CMA probe
   int32_t pid;
-  int32_t reserved;
+  int32_t identityFd;  // a memfd holding the token, for the pidfd_getfd probe; -1: none
 };
 
 ProcessIdentity thisProcess();
 
 // The sender's choice for a connection toward `receiver`: same process when the tokens
-// match and LOOM_SHM_DIRECT allows it; CMA when LOOM_SHM_CMA_THRESHOLD > 0 and reading the
-// receiver's token through process_vm_readv works; otherwise none.
+// match and LOOM_SHM_DIRECT allows it. Between processes: registered regions when
+// LOOM_SHM_REGISTERED allows it (the receiver still has to prove it may take our fds, see
+// registered_read.h), plus CMA when LOOM_SHM_CMA_THRESHOLD > 0 and reading the receiver's
+// token through process_vm_readv works; otherwise none.
 DirectMode chooseDirectMode(const ProcessIdentity& receiver);
 
 // Steps of at least this many bytes go direct in CMA mode (LOOM_SHM_CMA_THRESHOLD; 0: never).

@@ -2,12 +2,15 @@
 
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/logging.h"
+#include "src/core/mem_alloc.h"
 #include "transports/shm/direct_read.h"
 #include "transports/shm/ll_connection.h"
+#include "transports/shm/registered_read.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/slot_ring.h"
 
@@ -34,9 +37,9 @@ struct ShmAck {
   shm::ProcessIdentity sender = {};
 };
 
-// Below this a same-process step is copied through the ring: the copy costs less than making
-// the sender wait, before its call returns, for the peer to have read its buffer.
-constexpr size_t kSameProcessMin = 8192;
+// Below this a same-process or registered step is copied through the ring: the copy costs less
+// than making the sender wait, before its call returns, for the peer to have read its buffer.
+constexpr size_t kDirectMin = 8192;
 
 size_t segmentBytesFor(size_t slotBytes) { return kRingDataOffset + kSlots * slotBytes; }
 
@@ -57,18 +60,29 @@ class ShmSendConnection final : public SendConnection {
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
         peer_(peer),
         direct_(direct),
-        directMin_(direct == shm::DirectMode::kCma ? shm::cmaThreshold() : kSameProcessMin) {}
+        cmaMin_(shm::hasMode(direct, shm::DirectMode::kCma) ? shm::cmaThreshold() : 0) {}
 
-  bool acceptsDirect(size_t bytes) const override {
-    return direct_ != shm::DirectMode::kNone && bytes >= directMin_ && bytes <= ring_.slotBytes;
+  bool acceptsDirect(const void* data, size_t bytes) const override {
+    if (direct_ == shm::DirectMode::kNone || bytes > ring_.slotBytes) return false;
+    if (direct_ == shm::DirectMode::kSameProcess) return bytes >= kDirectMin;
+    if (registeredRegion(data, bytes)) return true;
+    return shm::hasMode(direct_, shm::DirectMode::kCma) && bytes >= cmaMin_;
   }
 
   void postDirect(const void* data, size_t bytes, uint32_t tag) override {
-    LOOM_ENFORCE(acquired_ && acceptsDirect(bytes), InternalError, "shm postDirect() of ", bytes,
-                 " bytes to rank ", peer_,
-                 " without a slot or on a connection that does not "
-                 "take it");
-    ring_.control->direct[tail_ % kSlots] = reinterpret_cast<uint64_t>(data);
+    const uint64_t i = tail_ % kSlots;
+    const std::optional<MemRegion> region = registeredRegion(data, bytes);
+    LOOM_ENFORCE(acquired_ && (region || acceptsDirect(data, bytes)), InternalError,
+                 "shm postDirect() of ", bytes, " bytes to rank ", peer_,
+                 " without a slot or on a connection that does not take it");
+    if (region) {
+      ring_.control->region[i] = region->id;
+      ring_.control->regionFd[i] = region->fd;
+      ring_.control->direct[i] = reinterpret_cast<uintptr_t>(data) - region->base;
+    } else {
+      ring_.control->region[i] = 0;
+      ring_.control->direct[i] = reinterpret_cast<uint64_t>(data);
+    }
     directUntil_ = tail_ + 1;  // drained once the receiver released this step
     publish(bytes, tag);
   }
@@ -96,6 +110,7 @@ class ShmSendConnection final : public SendConnection {
     LOOM_ENFORCE(bytes <= ring_.slotBytes, InvalidArgument, "post of ", bytes,
                  " bytes into a slot of ", ring_.slotBytes);
     ring_.control->direct[tail_ % kSlots] = 0;
+    ring_.control->region[tail_ % kSlots] = 0;
     publish(bytes, tag);
   }
 
@@ -110,6 +125,15 @@ class ShmSendConnection final : public SendConnection {
   size_t slotBytes() const override { return ring_.slotBytes; }
 
  private:
+  // The loomMemAlloc region holding the whole step when the receiver maps our regions (its
+  // verdict, written once at setup, is cached after the first look).
+  std::optional<MemRegion> registeredRegion(const void* data, size_t bytes) const {
+    if (!shm::hasMode(direct_, shm::DirectMode::kRegistered) || bytes < kDirectMin) return {};
+    if (verdict_ == 0) verdict_ = ring_.control->registeredVerdict.load(std::memory_order_acquire);
+    if (verdict_ != 1) return {};
+    return findRegion(data, bytes);
+  }
+
   void publish(size_t bytes, uint32_t tag) {
     acquired_ = false;
     // Slots are at most 1 GiB (slot_ring.h): the tag rides in the count's upper half.
@@ -123,23 +147,25 @@ class ShmSendConnection final : public SendConnection {
   RingView ring_;
   int peer_;
   shm::DirectMode direct_;
-  size_t directMin_;           // smallest step posted directly
-  uint64_t tail_ = 0;          // our own copy: only we write tail
-  mutable uint64_t head_ = 0;  // the receiver's head as last seen
-  uint64_t directUntil_ = 0;   // steps before this one include every direct post
+  size_t cmaMin_;                 // smallest step pulled with CMA
+  mutable uint32_t verdict_ = 0;  // RingControl::registeredVerdict as last seen
+  uint64_t tail_ = 0;             // our own copy: only we write tail
+  mutable uint64_t head_ = 0;     // the receiver's head as last seen
+  uint64_t directUntil_ = 0;      // steps before this one include every direct post
   bool acquired_ = false;
 };
 
 class ShmRecvConnection final : public RecvConnection {
  public:
   ShmRecvConnection(shm::ShmSegment segment, size_t slotBytes, int peer, shm::DirectMode direct,
-                    int32_t senderPid)
+                    int32_t senderPid, std::shared_ptr<shm::PeerRegions> regions)
       : segment_(std::move(segment)),
         ring_{static_cast<RingControl*>(segment_.data()),
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
         peer_(peer),
         direct_(direct),
-        senderPid_(senderPid) {}
+        senderPid_(senderPid),
+        regions_(std::move(regions)) {}
 
   const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) override {
     if (head_ == tail_) {
@@ -155,9 +181,13 @@ class ShmRecvConnection final : public RecvConnection {
     *bytes = static_cast<size_t>(n);
     received_ = true;
     const uint64_t address = ring_.control->direct[head_ % kSlots];
+    const uint64_t region = ring_.control->region[head_ % kSlots];
+    if (region != 0) return registered(region, address, n);
     if (address == 0) return ring_.slot(head_);
-    LOOM_ENFORCE(direct_ != shm::DirectMode::kNone, RemoteError, "rank ", peer_,
-                 " posted a direct step on a connection set up without them (corrupt ring)");
+    LOOM_ENFORCE(
+        direct_ == shm::DirectMode::kSameProcess || shm::hasMode(direct_, shm::DirectMode::kCma),
+        RemoteError, "rank ", peer_,
+        " posted a direct step on a connection set up without them (corrupt ring)");
     if (direct_ == shm::DirectMode::kSameProcess) return reinterpret_cast<const void*>(address);
     // CMA: one kernel copy into our slot (the sender left it unused), once per step.
     if (pulled_ != head_ + 1) {
@@ -171,6 +201,8 @@ class ShmRecvConnection final : public RecvConnection {
     LOOM_ENFORCE(received_, InternalError, "shm release() from rank ", peer_,
                  " without a slot from tryReceive()");
     received_ = false;
+    if (registeredStep_) shm::countRegisteredStep();
+    registeredStep_ = false;
     ++head_;
     ring_.control->head.store(head_, std::memory_order_release);  // done reading before head
     ringDoorbell(ring_.control->spaceBell);
@@ -186,13 +218,29 @@ class ShmRecvConnection final : public RecvConnection {
   size_t slotBytes() const override { return ring_.slotBytes; }
 
  private:
+  // A registered step: read in place from our mapping of the sender's region. The mapping of
+  // the last region stays held, so steps in one region skip the cache (and its lock).
+  const void* registered(uint64_t region, uint64_t offset, uint64_t bytes) {
+    LOOM_ENFORCE(regions_ != nullptr, RemoteError, "rank ", peer_,
+                 " posted a registered step on a connection set up without them (corrupt ring)");
+    registeredStep_ = true;
+    if (held_ == nullptr || held_->id != region || offset > held_->size ||
+        bytes > held_->size - offset) {
+      held_ = regions_->map(region, ring_.control->regionFd[head_ % kSlots], offset, bytes);
+    }
+    return held_->data + offset;
+  }
+
   shm::ShmSegment segment_;
   RingView ring_;
   int peer_;
   shm::DirectMode direct_;
   int32_t senderPid_;
-  uint64_t head_ = 0;    // our own copy: only we write head
-  uint64_t tail_ = 0;    // the sender's tail as last seen
+  std::shared_ptr<shm::PeerRegions> regions_;     // null unless we map the sender's regions
+  std::shared_ptr<const shm::PeerMapping> held_;  // the region of the last registered step
+  bool registeredStep_ = false;                   // the step from tryReceive() is one
+  uint64_t head_ = 0;                             // our own copy: only we write head
+  uint64_t tail_ = 0;                             // the sender's tail as last seen
   uint64_t pulled_ = 0;  // 1 + the step whose direct data is in our slot already
   bool received_ = false;
 };
@@ -204,13 +252,21 @@ class ShmPendingRecv final : public PendingRecv {
 
   std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) override {
     const auto a = fromBlob<ShmAck>(ack);
-    LOOM_ENFORCE(a.magic == kAckMagic && a.directMode <= 2, RemoteError, "rank ", peer_,
-                 " sent a malformed shm acknowledgement");
+    LOOM_ENFORCE(a.magic == kAckMagic && shm::validDirectMode(a.directMode), RemoteError, "rank ",
+                 peer_, " sent a malformed shm acknowledgement");
     // The sender has it mapped: remove the name so a crash from now on leaves nothing behind.
     segment_.unlink();
-    return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_,
-                                               static_cast<shm::DirectMode>(a.directMode),
-                                               a.sender.pid);
+    const auto mode = static_cast<shm::DirectMode>(a.directMode);
+    std::shared_ptr<shm::PeerRegions> regions;
+    if (shm::hasMode(mode, shm::DirectMode::kRegistered)) {
+      // The sender posts registered steps only once it sees our verdict; until then (and for
+      // good when we may not map its memory) it copies through the ring.
+      regions = shm::PeerRegions::open(a.sender, peer_);
+      static_cast<RingControl*>(segment_.data())
+          ->registeredVerdict.store(regions != nullptr ? 1 : 2, std::memory_order_release);
+    }
+    return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_, mode,
+                                               a.sender.pid, std::move(regions));
   }
 
  private:
@@ -270,12 +326,17 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
   a.directMode = static_cast<uint8_t>(direct);
   a.sender = shm::thisProcess();
   toBlob(a, ack);
-  if (direct != shm::DirectMode::kNone) {
+  if (direct == shm::DirectMode::kSameProcess) {
     LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
-              ": single-copy steps ",
-              direct == shm::DirectMode::kCma
-                  ? strCat("from ", shm::cmaThreshold(), " bytes (receiver pulls with CMA)")
-                  : std::string("(receiver reads this thread's buffers)"));
+              ": single-copy steps (receiver reads this thread's buffers)");
+  }
+  if (shm::hasMode(direct, shm::DirectMode::kRegistered)) {
+    LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
+              ": single-copy steps from loomMemAlloc buffers (receiver maps them)");
+  }
+  if (shm::hasMode(direct, shm::DirectMode::kCma)) {
+    LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
+              ": single-copy steps from ", shm::cmaThreshold(), " bytes (receiver pulls with CMA)");
   }
   return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer, direct);
 }
