@@ -176,24 +176,34 @@ void collectives(loomComm_t comm, int n, int rank) {
 // then from inside the region (registered).
 void partial(loomComm_t comm, int rank) {
   constexpr size_t kBytes = 128 * 1024, kBelow = 64 * 1024;
-  char* region = nullptr;
-  check(loomMemAlloc(reinterpret_cast<void**>(&region), kBytes), "loomMemAlloc", nullptr);
   // rank 0's straddling buffer: 64 KiB of plain memory mapped right next to the region, so the
-  // buffer is valid memory only partly inside the region.
+  // buffer is valid memory only partly inside the region. A region whose neighbours are both
+  // taken (mappings are packed top-down) is kept aside and another one tried.
+  auto mapAt = [](char* at) {
+    void* p = mmap(at, kBelow, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != MAP_FAILED && p != at) munmap(p, kBelow);  // kernels before 4.17: a hint only
+    return p == at;
+  };
+  char* region = nullptr;
   char* straddle = nullptr;
-  if (rank == 0) {
-    auto mapAt = [](char* at) {
-      void* p = mmap(at, kBelow, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-      return p == at;
-    };
-    if (mapAt(region - kBelow))
+  std::vector<char*> crowded;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    check(loomMemAlloc(reinterpret_cast<void**>(&region), kBytes), "loomMemAlloc", nullptr);
+    if (rank != 0) break;
+    if (mapAt(region - kBelow)) {
       straddle = region - kBelow;
-    else if (mapAt(region + kBytes))
+      break;
+    }
+    if (mapAt(region + kBytes)) {
       straddle = region + kBytes - kBelow;
-    else
-      fail("no free address range next to the region for the straddling buffer");
+      break;
+    }
+    crowded.push_back(region);
   }
+  for (char* r : crowded) check(loomMemFree(r), "loomMemFree", nullptr);
+  if (rank == 0 && straddle == nullptr)
+    fail("no free address range next to any of 16 regions for the straddling buffer");
   std::vector<char> got(kBytes);
   auto exchange = [&](const char* src) {
     if (rank == 0) {
