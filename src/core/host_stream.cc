@@ -58,39 +58,47 @@ void HostStream::serve() {
       });
       lock.lock();
     }
-    workAdded_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    // A waiting thread may be running items itself (wait()); it wakes us when it stops.
+    workAdded_.wait(lock,
+                    [&] { return (stopping_ && !running_) || (!queue_.empty() && !running_); });
     if (queue_.empty()) return;  // stopping, and everything enqueued has run
-    std::function<void()> work = std::move(queue_.front());
-    queue_.pop_front();
-    bool failed = error_ != loomSuccess;
-    lock.unlock();
-    loomResult_t code = loomSuccess;
-    std::string message;
-    if (!failed) {
-      try {
-        work();
-      } catch (const Error& e) {
-        code = e.code();
-        message = e.what();
-      } catch (const std::exception& e) {
-        code = loomInternalError;
-        message = e.what();
-      }
+    runHead(lock);
+  }
+}
+
+void HostStream::runHead(std::unique_lock<std::mutex>& lock) {
+  std::function<void()> work = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = true;
+  bool failed = error_ != loomSuccess;
+  lock.unlock();
+  loomResult_t code = loomSuccess;
+  std::string message;
+  if (!failed) {
+    try {
+      work();
+    } catch (const Error& e) {
+      code = e.code();
+      message = e.what();
+    } catch (const std::exception& e) {
+      code = loomInternalError;
+      message = e.what();
     }
-    work = nullptr;  // release what the item captured before reporting completion
-    lock.lock();
-    if (code != loomSuccess && error_ == loomSuccess) {
-      error_ = code;
-      errorMessage_ = message;
-      comm_->setLastError(message);
-      LOOM_WARN(kLogColl, "stream operation failed: ", message);
-    }
-    ++completed_;
-    completedSeen_.store(completed_, std::memory_order_release);
-    if (completed_ >= wakeAt_ || error_ != loomSuccess) {
-      wakeAt_ = UINT64_MAX;
-      workFinished_.notify_all();  // waiters still short of their position register again
-    }
+  }
+  work = nullptr;  // release what the item captured before reporting completion
+  lock.lock();
+  running_ = false;
+  if (code != loomSuccess && error_ == loomSuccess) {
+    error_ = code;
+    errorMessage_ = message;
+    comm_->setLastError(message);
+    LOOM_WARN(kLogColl, "stream operation failed: ", message);
+  }
+  ++completed_;
+  completedSeen_.store(completed_, std::memory_order_release);
+  if (completed_ >= wakeAt_ || error_ != loomSuccess) {
+    wakeAt_ = UINT64_MAX;
+    workFinished_.notify_all();  // waiters still short of their position register again
   }
 }
 
@@ -100,12 +108,25 @@ loomResult_t HostStream::query(uint64_t position) const {
   return completed_ >= position ? loomSuccess : loomInProgress;
 }
 
-loomResult_t HostStream::wait(uint64_t position) const {
-  spinUntil([&] { return completedSeen_.load(std::memory_order_acquire) >= position; });
+loomResult_t HostStream::wait(uint64_t position) {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (completed_ < position) {
-    wakeAt_ = std::min(wakeAt_, position);
-    workFinished_.wait(lock);
+  // Run what the worker has not started, in order, up to our position. Items after it stay
+  // with the worker (another thread may be waiting to enqueue behind them).
+  bool helped = false;
+  while (completed_ < position && !running_ && !queue_.empty()) {
+    runHead(lock);
+    helped = true;
+  }
+  if (helped && !queue_.empty()) workAdded_.notify_one();  // the rest is the worker's again
+  if (completed_ < position) {
+    // The worker runs an item we need: spin briefly, then sleep until our position is done.
+    lock.unlock();
+    spinUntil([&] { return completedSeen_.load(std::memory_order_acquire) >= position; });
+    lock.lock();
+    while (completed_ < position) {
+      wakeAt_ = std::min(wakeAt_, position);
+      workFinished_.wait(lock);
+    }
   }
   return error_;
 }

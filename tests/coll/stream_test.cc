@@ -3,10 +3,13 @@
 // report loomInProgress or loomSuccess and eventually loomSuccess.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
+#include "src/core/host_stream.h"
 #include "tests/coll/coll_harness.h"
 
 namespace loom::colltest {
@@ -124,6 +127,51 @@ TEST(HostEvent, ReRecordingMovesTheMark) {
   for (int r = 0; r < 2; ++r) ASSERT_LOOM_OK(loomStreamSynchronize(comms.stream(r)));
   verifyAndTeardown(comms, q);
   for (auto e : events) EXPECT_EQ(loomEventDestroy(e), loomSuccess);
+}
+
+// Threads that wait for a stream run the items the worker has not started (host_stream.h):
+// with one thread enqueueing and two others waiting all the time, every item still runs once,
+// in order, and never beside another.
+TEST(HostStream, WaitersRunItemsInOrderOneAtATime) {
+  CommSet comms(2);
+  ASSERT_TRUE(comms.ok());
+  std::shared_ptr<HostStream> s = findStream(comms.stream(0));
+  constexpr int kItems = 3000;
+  std::vector<int> ran;  // written only by the item running now
+  ran.reserve(kItems);
+  std::atomic<bool> inside{false}, overlapped{false}, producing{true};
+  std::atomic<int> onWaiters{0};
+  const std::thread::id worker = [&] {
+    std::thread::id id;
+    const uint64_t p = s->enqueue([&] { id = std::this_thread::get_id(); });
+    while (s->query(p) == loomInProgress) std::this_thread::yield();
+    return id;
+  }();
+  std::thread producer([&] {
+    for (int k = 0; k < kItems; ++k) {
+      s->enqueue([&, k] {
+        if (inside.exchange(true)) overlapped = true;
+        ran.push_back(k);
+        if (std::this_thread::get_id() != worker) ++onWaiters;
+        inside = false;
+      });
+      if (k % 100 == 0) std::this_thread::yield();
+    }
+    producing = false;
+  });
+  std::vector<std::thread> waiters;
+  for (int w = 0; w < 2; ++w) {
+    waiters.emplace_back([&] {
+      while (producing) EXPECT_EQ(s->wait(s->enqueued()), loomSuccess);
+    });
+  }
+  producer.join();
+  for (auto& t : waiters) t.join();
+  ASSERT_EQ(s->wait(s->enqueued()), loomSuccess);
+  EXPECT_FALSE(overlapped);
+  ASSERT_EQ(ran.size(), static_cast<size_t>(kItems));
+  for (int k = 0; k < kItems; ++k) ASSERT_EQ(ran[k], k);
+  std::printf("items run by waiting threads: %d of %d\n", onWaiters.load(), kItems);
 }
 
 // Queries while work runs say loomInProgress or loomSuccess, and reach loomSuccess.
