@@ -11,23 +11,24 @@
 
 namespace loom::transport {
 
-size_t slotBytesFromEnv() {
+namespace {
+
+// Slot bytes from a total buffer size in `var` (LOOM_BUFFSIZE or LOOM_P2P_BUFFSIZE).
+size_t slotBytesFrom(EnvVar var) {
   constexpr int64_t kMaxBuffBytes = int64_t{1} << 30;
-  int64_t total = envInt(EnvVar::LOOM_BUFFSIZE);
-  LOOM_ENFORCE(total > 0 && total <= kMaxBuffBytes, InvalidArgument, "LOOM_BUFFSIZE=", total,
-               " is out of range: give the bytes of slot buffer per connection, between 1 and ",
-               kMaxBuffBytes, " (default ", envSpec(EnvVar::LOOM_BUFFSIZE).defaultValue, ")");
+  const int64_t total = envInt(var);
+  LOOM_ENFORCE(total > 0 && total <= kMaxBuffBytes, InvalidArgument, envSpec(var).name, "=", total,
+               " is out of range: give the bytes of slot buffer per connection, between 1 "
+               "and ",
+               kMaxBuffBytes, " (default ", envSpec(var).defaultValue, ")");
   return roundUp((static_cast<size_t>(total) + kSlots - 1) / kSlots, kPageBytes);
 }
 
-size_t p2pSlotBytesFromEnv() {
-  constexpr int64_t kMaxBuffBytes = int64_t{1} << 30;
-  int64_t total = envInt(EnvVar::LOOM_P2P_BUFFSIZE);
-  LOOM_ENFORCE(total > 0 && total <= kMaxBuffBytes, InvalidArgument, "LOOM_P2P_BUFFSIZE=", total,
-               " is out of range: give the bytes of slot buffer per connection, between 1 and ",
-               kMaxBuffBytes, " (default ", envSpec(EnvVar::LOOM_P2P_BUFFSIZE).defaultValue, ")");
-  return roundUp((static_cast<size_t>(total) + kSlots - 1) / kSlots, kPageBytes);
-}
+}  // namespace
+
+size_t slotBytesFromEnv() { return slotBytesFrom(EnvVar::LOOM_BUFFSIZE); }
+
+size_t p2pSlotBytesFromEnv() { return slotBytesFrom(EnvVar::LOOM_P2P_BUFFSIZE); }
 
 PrivateMemory::PrivateMemory(size_t bytes) : size_(roundUp(bytes, kPageBytes)) {
   // MAP_POPULATE faults every page in with one system call; the memset then makes sure they are

@@ -12,22 +12,12 @@
 
 #include "loom/loom.h"
 #include "tests/coll/coll_case.h"
+#include "tests/coll/rank_process.h"
 #include "tests/test_util.h"
 
 namespace {
 
 using namespace loom::colltest;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("fail %s\n", what.c_str());
-  std::fflush(stdout);
-  std::exit(1);
-}
-
-void check(loomResult_t r, const std::string& what, loomComm_t comm) {
-  if (r != loomSuccess)
-    fail(what + " returned " + std::to_string(r) + ": " + loomGetLastError(comm));
-}
 
 // Every type (and a few ops) of one collective at counts 1, 7, 4099, cycling placements.
 void collective(Kind kind, loomComm_t comm, int n, int rank) {

@@ -26,6 +26,7 @@
 
 #include "loom/loom.h"
 #include "tests/coll/coll_data.h"
+#include "tests/coll/rank_process.h"
 #include "tests/test_util.h"
 #include "transports/shm/registered_read.h"
 
@@ -36,17 +37,6 @@ using namespace loom::colltest;
 enum class Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll };
 const char* kKindNames[] = {"allreduce", "broadcast",     "reduce",
                             "allgather", "reducescatter", "alltoall"};
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("fail %s\n", what.c_str());
-  std::fflush(stdout);
-  std::exit(1);
-}
-
-void check(loomResult_t r, const std::string& what, loomComm_t comm) {
-  if (r != loomSuccess)
-    fail(what + " returned " + std::to_string(r) + ": " + loomGetLastError(comm));
-}
 
 uint64_t registeredSteps() { return loom::transport::shm::registeredStepsReceived(); }
 

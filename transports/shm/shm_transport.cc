@@ -126,16 +126,24 @@ class ShmSendConnection final : public SendConnection {
 
  private:
   // The loomMemAlloc region holding the whole step when the receiver maps our regions (its
-  // verdict, written once at setup, is cached after the first look).
+  // verdict, written once at setup, is cached after the first look). acceptsDirect() and the
+  // postDirect() after it ask about the same step: the second asks the cache, not the
+  // registry (whose lookup takes a lock).
   std::optional<MemRegion> registeredRegion(const void* data, size_t bytes) const {
     if (!shm::hasMode(direct_, shm::DirectMode::kRegistered) || bytes < kDirectMin) return {};
     if (verdict_ == 0) verdict_ = ring_.control->registeredVerdict.load(std::memory_order_acquire);
     if (verdict_ != 1) return {};
-    return findRegion(data, bytes);
+    if (data != lookedUpData_ || bytes != lookedUpBytes_) {
+      lookedUp_ = findRegion(data, bytes);
+      lookedUpData_ = data;
+      lookedUpBytes_ = bytes;
+    }
+    return lookedUp_;
   }
 
   void publish(size_t bytes, uint32_t tag) {
     acquired_ = false;
+    lookedUpData_ = nullptr;
     // Slots are at most 1 GiB (slot_ring.h): the tag rides in the count's upper half.
     ring_.control->bytes[tail_ % kSlots] = bytes | (static_cast<uint64_t>(tag) << 32);
     ++tail_;
@@ -149,9 +157,14 @@ class ShmSendConnection final : public SendConnection {
   shm::DirectMode direct_;
   size_t cmaMin_;                 // smallest step pulled with CMA
   mutable uint32_t verdict_ = 0;  // RingControl::registeredVerdict as last seen
-  uint64_t tail_ = 0;             // our own copy: only we write tail
-  mutable uint64_t head_ = 0;     // the receiver's head as last seen
-  uint64_t directUntil_ = 0;      // steps before this one include every direct post
+  // The last registeredRegion() lookup, forgotten at each post: a region freed and another
+  // allocated at the same address must be looked up again.
+  mutable const void* lookedUpData_ = nullptr;
+  mutable size_t lookedUpBytes_ = 0;
+  mutable std::optional<MemRegion> lookedUp_;
+  uint64_t tail_ = 0;          // our own copy: only we write tail
+  mutable uint64_t head_ = 0;  // the receiver's head as last seen
+  uint64_t directUntil_ = 0;   // steps before this one include every direct post
   bool acquired_ = false;
 };
 
