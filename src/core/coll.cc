@@ -33,19 +33,19 @@ const char* collName(CollKind kind) {
 
 uint32_t collSignature(const CollOp& op) {
   if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) return 0;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields all ranks share
+  // A multiply-xorshift mix per field (every call computes it: a byte-wise hash cost more than
+  // the rest of a small call's bookkeeping). Only equality across ranks matters.
+  uint64_t h = 0x9e3779b97f4a7c15ull;
   auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    h = (h ^ v) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
   };
   mix(static_cast<uint64_t>(op.kind));
   mix(op.count);
-  mix(static_cast<uint64_t>(op.type));
-  mix(static_cast<uint64_t>(op.reduce));
-  if (op.kind == CollKind::kBroadcast || op.kind == CollKind::kReduce) mix(op.root);
-  return static_cast<uint32_t>(h ^ (h >> 32)) | 1u;
+  mix(static_cast<uint64_t>(op.type) | static_cast<uint64_t>(op.reduce) << 32);
+  if (op.kind == CollKind::kBroadcast || op.kind == CollKind::kReduce)
+    mix(static_cast<uint64_t>(static_cast<int64_t>(op.root)));
+  return static_cast<uint32_t>(h ^ (h >> 29)) | 1u;
 }
 
 std::string describeCall(const CollOp& op) {

@@ -45,8 +45,8 @@ struct CollOp {
   const void* deviceScalar = nullptr;        // loomScalarDevice: read when the op runs
   int root = 0;                              // Broadcast, Reduce
   int peer = -1;                             // Send, Recv
-  Algorithm algorithm = Algorithm::kRing;    // set at submission (chooseAlgorithm)
-  transport::Protocol protocol = transport::Protocol::kSimple;  // likewise (chooseProtocol)
+  Algorithm algorithm = Algorithm::kRing;    // set at submission (choosePlan)
+  transport::Protocol protocol = transport::Protocol::kSimple;  // likewise
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;

@@ -82,12 +82,15 @@ void resolveReduction(CollOp& op, loomRedOp_t userOp) {
   }
 }
 
+// Scalars "on the device" (host memory for CPU communicators) are read as the op runs.
+void readLateScalars(std::vector<CollOp>& ops) {
+  for (CollOp& op : ops)
+    if (op.deviceScalar != nullptr) op.scalar = readScalar(op.type, op.deviceScalar);
+}
+
+// Runs a group's operations: those on host streams are enqueued there (one item per stream),
+// the others run on this thread.
 void runNow(std::vector<PendingOp>& pending) {
-  // Scalars "on the device" (host memory for CPU communicators) are read as the op runs.
-  auto readLateScalars = [](std::vector<CollOp>& ops) {
-    for (CollOp& op : ops)
-      if (op.deviceScalar != nullptr) op.scalar = readScalar(op.type, op.deviceScalar);
-  };
   std::map<HostStream*, std::vector<CollOp>> byStream;
   std::vector<CollOp> now;
   std::map<HostStream*, std::shared_ptr<HostStream>> streams;
@@ -100,13 +103,26 @@ void runNow(std::vector<PendingOp>& pending) {
     }
   }
   for (auto& [raw, ops] : byStream) {
-    raw->enqueue([ops = std::move(ops), readLateScalars]() mutable {
+    raw->enqueue([ops = std::move(ops)]() mutable {
       readLateScalars(ops);
       runOps(ops);
     });
   }
   readLateScalars(now);
   runOps(now);
+}
+
+// One call outside a group on the NULL stream, the latency-critical case: no allocation (the
+// per-thread list keeps its capacity) and no sorting by stream.
+void runOneNow(CollOp&& op) {
+  thread_local std::vector<CollOp> one;
+  struct Clear {  // the op holds its communicator: never keep it past the call
+    std::vector<CollOp>& ops;
+    ~Clear() { ops.clear(); }
+  } clear{one};
+  one.push_back(std::move(op));
+  readLateScalars(one);
+  runOps(one);
 }
 
 loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedOp_t userOp,
@@ -119,21 +135,24 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     if (reduces) resolveReduction(op, userOp);
     // Chosen once per call; bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is
     // involved.
-    op.algorithm = chooseAlgorithm(op);
-    op.protocol = chooseProtocol(op);
-    PendingOp pending{std::move(op), nullptr};
+    choosePlan(op);
+    std::shared_ptr<HostStream> stream;
     if (streamHandle != nullptr) {
-      pending.stream = findStream(streamHandle);
-      LOOM_ENFORCE(&pending.stream->comm() == pending.op.comm.get(), InvalidArgument, function,
+      stream = findStream(streamHandle);
+      LOOM_ENFORCE(&stream->comm() == op.comm.get(), InvalidArgument, function,
                    ": the stream belongs to another communicator; create one per "
                    "communicator with loomStreamCreate");
     }
     if (tlsGroup.depth > 0) {
-      tlsGroup.ops.push_back(std::move(pending));
+      tlsGroup.ops.push_back(PendingOp{std::move(op), std::move(stream)});
+      return loomSuccess;
+    }
+    if (stream == nullptr) {
+      runOneNow(std::move(op));
       return loomSuccess;
     }
     std::vector<PendingOp> one;
-    one.push_back(std::move(pending));
+    one.push_back(PendingOp{std::move(op), std::move(stream)});
     runNow(one);
     return loomSuccess;
   });

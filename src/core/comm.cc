@@ -287,8 +287,8 @@ void Comm::removeCustomOp(loomRedOp_t op) {
 }
 
 const Comm::CustomOp* Comm::customOp(loomRedOp_t op) const {
+  if (static_cast<int>(op) < loomNumOps) return nullptr;  // built in: no lock on the hot path
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(customOpsMutex_));
-  if (static_cast<int>(op) < loomNumOps) return nullptr;
   size_t index = static_cast<size_t>(static_cast<int>(op) - loomNumOps);
   return index < customOps_.size() ? customOps_[index].get() : nullptr;
 }

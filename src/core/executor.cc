@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
 #include "src/core/schedules.h"
+#include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
 #include "transports/wait.h"
 
@@ -23,57 +25,6 @@ namespace {
 
 using algo::Prim;
 using Clock = std::chrono::steady_clock;
-
-// Waiting policy when a pass over the tasks moved nothing (transports/wait.h says why):
-// spin a few microseconds (a peer on another core usually answers within that), then yield
-// (a peer waiting for this core gets it), then sleep until a connection the blocked tasks wait
-// on can move. Every sleep is bounded so aborts and deadlines are still checked.
-class Backoff {
- public:
-  static constexpr auto kSpin = std::chrono::microseconds(4);
-  static constexpr auto kYield = std::chrono::microseconds(60);
-  static constexpr auto kMaxSleep = std::chrono::milliseconds(10);
-
-  // `arm` adds what to sleep on to the set and says whether sleeping is safe.
-  template <typename Arm>
-  void idle(Arm&& arm) {
-    if (idle_++ == 0) {
-      since_ = Clock::now();
-      return;
-    }
-    if (yieldAtOnce_) {
-      sched_yield();
-    } else {
-      for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
-    }
-    if ((idle_ & 7) != 0) return;  // look at the clock every few rounds only
-    const auto waited = Clock::now() - since_;
-    if (waited < kSpin && !yieldAtOnce_) return;
-    if (waited < kYield) {
-      sched_yield();
-      return;
-    }
-    set_.clear();
-    const transport::WaitArm state = arm(set_);
-    if (state == transport::WaitArm::kArmed) {
-      set_.sleep(std::chrono::duration_cast<std::chrono::microseconds>(kMaxSleep));
-    } else if (state == transport::WaitArm::kUnsupported) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    set_.lower();
-  }
-  void reset() { idle_ = 0; }
-  // More ranks than CPUs on this host (PlannerState::oversubscribed()): the peer this rank
-  // waits for is likely waiting for a CPU, so spinning only delays it - yield at once (Open
-  // MPI does the same when oversubscribed). 4 processes on 2 cores, 8 B AllReduce: 20 -> 11 us.
-  void yieldAtOnce(bool on) { yieldAtOnce_ = on; }
-
- private:
-  bool yieldAtOnce_ = false;
-  unsigned idle_ = 0;
-  Clock::time_point since_;
-  transport::WaitSet set_;
-};
 
 struct Overlap {
   size_t send;  // indices into ops
@@ -90,8 +41,8 @@ struct Scratch {
   // (connection, task index) for every link of every task, sorted: neighbours are the order in
   // which tasks use a connection.
   std::vector<std::pair<const void*, size_t>> uses;
-  // Per task: the tasks just before it on each of its connections (nullptr: none).
-  std::vector<std::array<const PrimTask*, 2 * kMaxTaskPeers>> before;
+  std::vector<TasksBefore> before;
+  std::vector<PrimTask*> taskPtrs;  // tasks, as runTaskLoop takes them
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
   struct Interval {
@@ -140,10 +91,60 @@ void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
 }
 void runLocked(std::vector<CollOp>& ops, Scratch& scratch);
 
+// The latency-critical case: one exchange AllReduce outside a group, its connections made
+// (every call after the first). Its tasks are the planner's (planner.h, exchangeChannel) but
+// live on the stack, and nothing is sorted or allocated: at 8 B the general path spent more
+// on that than the data takes to cross. false: not this case, the general path runs it.
+bool runExchangeNow(CollOp& op) {
+  constexpr int kMaxChannels = 2;  // with data: a small call has one or two
+  Comm& c = *op.comm;
+  if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
+  std::unique_lock<std::mutex> lock(c.executionMutex());
+  ExchangeChannel channels[kMaxChannels];
+  int used = 0;
+  for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
+    ExchangeChannel& e = channels[used];
+    if (!exchangeChannel(op, 0, ch, e)) return false;  // the general path connects
+    if (e.sendSteps.count() == 0) {
+      e = ExchangeChannel{};
+      continue;  // no data on this channel: both ranks skip it
+    }
+    if (++used == kMaxChannels && ch + 1 < exchangeChannelCount(op)) return false;
+  }
+  std::optional<PrimTask> send[kMaxChannels], fold[kMaxChannels];
+  PrimTask* tasks[2 * kMaxChannels];
+  transport::SendConnection* sends[kMaxChannels * kMaxTaskPeers];
+  transport::RecvConnection* recvs[kMaxChannels * kMaxTaskPeers];
+  size_t nsends = 0, nrecvs = 0;
+  const uint64_t number = c.nextOpNumber();
+  for (int i = 0; i < used; ++i) {
+    ExchangeChannel& e = channels[i];
+    e.sendLabel.number = e.foldLabel.number = number;
+    send[i].emplace(op, e.sendSteps, e.out, e.sendLabel);
+    fold[i].emplace(op, e.foldSteps, e.in, e.foldLabel);
+    linkExchangeTasks(op, *send[i], *fold[i]);
+    tasks[2 * i] = &*send[i];
+    tasks[2 * i + 1] = &*fold[i];
+    for (int k = 0; k < e.out.nsend; ++k) sends[nsends++] = e.out.send[k];
+    for (int k = 0; k < e.in.nrecv; ++k) recvs[nrecvs++] = e.in.recv[k];
+  }
+  Comm* comms[] = {&c};
+  try {
+    runTaskLoop(TaskLoop{
+        std::span(tasks, 2 * used), {}, std::span(sends, nsends), std::span(recvs, nrecvs), comms});
+  } catch (const Error& e) {
+    c.setLastError(e.what());
+    c.markFailed(e.code());
+    throw;
+  }
+  return true;
+}
+
 }  // namespace
 
 void runOps(std::vector<CollOp>& ops) {
   if (ops.empty()) return;
+  if (ops.size() == 1 && runExchangeNow(ops.front())) return;
   thread_local Scratch scratch;
   // One executor per communicator at a time; lock in a fixed order so groups spanning several
   // communicators cannot deadlock against each other.
@@ -312,77 +313,10 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     }
   }
   orderByConnection(scratch);
-  const auto& sends = scratch.sends;
-  const auto& recvs = scratch.recvs;
-  auto mayStep = [&](size_t i) {
-    for (const PrimTask* b : scratch.before[i])
-      if (b != nullptr && !b->done()) return false;
-    return true;
-  };
-
-  std::chrono::milliseconds timeout = comms.front()->options().timeout;
-  for (Comm* c : comms) timeout = std::min(timeout, c->options().timeout);
-  if (timeout.count() == 0)
-    for (Comm* c : comms) timeout = std::max(timeout, c->options().timeout);
-  Backoff backoff;
-  bool oversubscribed = false;
-  for (Comm* c : comms) oversubscribed |= c->plannerState().oversubscribed();
-  backoff.yieldAtOnce(oversubscribed);
-  auto lastProgress = Clock::now();
-  for (;;) {
-    bool any = false, allDone = true;
-    for (auto* s : sends) any |= s->progress();
-    for (auto* r : recvs) any |= r->progress();
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      PrimTask& t = *tasks[i];
-      if (t.done()) continue;
-      if (mayStep(i)) any |= t.progress();
-      allDone &= t.done();
-    }
-    if (allDone) break;
-    if (any) {
-      backoff.reset();
-      lastProgress = Clock::now();
-      continue;
-    }
-    for (Comm* c : comms) throwIfAborted(c->abortFlag(), "a collective");
-    if (timeout.count() > 0 && Clock::now() - lastProgress > timeout) {
-      std::string waiting;
-      for (auto& t : tasks)
-        if (!t->done()) waiting += "\n  " + t->waitingFor();
-      throw TimeoutError(strCat("no progress for ", timeout.count() / 1000.0,
-                                " s; still waiting for:", waiting,
-                                "\nDid every rank call the same operations in the same order?"));
-    }
-    backoff.idle([&](transport::WaitSet& set) {
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        if (tasks[i]->done() || !mayStep(i)) continue;
-        const transport::WaitArm state = tasks[i]->armWait(set);
-        if (state != transport::WaitArm::kArmed) return state;
-      }
-      return transport::WaitArm::kArmed;
-    });
-  }
-  // Posted slots must reach the kernel before we return: a rank that goes on to finalize
-  // stops pumping its connections, and its peers would wait for data still in our slot ring
-  // (socket). shm slots are in the peer's view already, so they drain at once.
-  for (;;) {
-    bool drained = true;
-    for (auto* s : sends) {
-      s->progress();
-      drained &= s->drained();
-    }
-    if (drained) break;
-    for (Comm* c : comms) throwIfAborted(c->abortFlag(), "a collective");
-    backoff.idle([&](transport::WaitSet& set) {
-      for (auto* s : sends) {
-        const transport::WaitArm state =
-            s->drained() ? transport::WaitArm::kArmed : s->armWait(set, /*drain=*/true);
-        if (state != transport::WaitArm::kArmed) return state;
-      }
-      return transport::WaitArm::kArmed;
-    });
-  }
+  std::vector<PrimTask*>& taskPtrs = scratch.taskPtrs;
+  taskPtrs.clear();
+  for (auto& t : tasks) taskPtrs.push_back(t.get());
+  runTaskLoop(TaskLoop{taskPtrs, scratch.before, scratch.sends, scratch.recvs, comms});
 }
 
 }  // namespace

@@ -84,12 +84,10 @@ const char* algorithmName(Algorithm a) {
   return "?";
 }
 
-Algorithm chooseAlgorithm(const CollOp& op) {
-  return op.comm->plannerState().choose(op.kind, opBytes(op)).algorithm;
-}
-
-transport::Protocol chooseProtocol(const CollOp& op) {
-  return op.comm->plannerState().choose(op.kind, opBytes(op)).protocol;
+void choosePlan(CollOp& op) {
+  const PlanChoice choice = op.comm->plannerState().choose(op.kind, opBytes(op));
+  op.algorithm = choice.algorithm;
+  op.protocol = choice.protocol;
 }
 
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {
@@ -256,37 +254,13 @@ struct Planner {
   // calls and few ranks (planner_state.cc). Two ranks use the ring's connections and channels;
   // more use the point-to-point connections, one channel.
   void exchange() {
-    const int n = c.nranks(), me = c.rank();
-    const bool twoRanks = n == 2;
-    const bool inPlace = op.sendbuff == op.recvbuff;
-    for (int ch = 0; ch < (twoRanks ? c.channels() : 1); ++ch) {
-      const int id = twoRanks ? ch : kP2pChannel;
-      TaskLinks out, in;
-      size_t chunk = SIZE_MAX;
-      for (int p = 0; p < n; ++p) {
-        if (p == me) continue;
-        out.addSend(c.sendConnection(p, id + off), p);
-        in.addRecv(c.recvConnection(p, id + off), p);  // rank order: the fold's source order
-        chunk = std::min(chunk, chunkFor(out.send[out.nsend - 1]));
-      }
-      TaskLabel label = name;
-      label.algo = "exchange";
-      label.channel = twoRanks ? ch : -1;
-      TaskLabel sendLabel = label, recvLabel = label;
-      sendLabel.part = "send";
-      recvLabel.part = "fold";
-      const algo::Range slice =
-          algo::channelSlice(op.count, twoRanks ? c.channels() : 1, ch, align);
-      PrimTask* send =
-          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false), out,
-              sendLabel);
-      // In place, the fold overwrites the input the send reads: the send copies it out (never
-      // posts it by address) and the fold's step i waits for the send's step i.
-      if (inPlace) send->setCopyInput();
-      PrimTask* fold = add(
-          pipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true),
-          in, recvLabel, inPlace ? send : nullptr);
-      fold->setInputPosition(me);
+    for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
+      ExchangeChannel e;
+      LOOM_ENFORCE(exchangeChannel(op, name.number, ch, e), InternalError,
+                   "exchange AllReduce planned before its connections were made");
+      PrimTask* send = add(std::make_unique<PipeSteps>(e.sendSteps), e.out, e.sendLabel);
+      PrimTask* fold = add(std::make_unique<PipeSteps>(e.foldSteps), e.in, e.foldLabel);
+      linkExchangeTasks(op, *send, *fold);
     }
   }
 
@@ -467,6 +441,50 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
     p.direct(slot);
   } else {
     p.ring(a);
+  }
+}
+
+int exchangeChannelCount(const CollOp& op) {
+  return op.comm->nranks() == 2 ? op.comm->channels() : 1;
+}
+
+bool exchangeChannel(const CollOp& op, uint64_t number, int ch, ExchangeChannel& e) {
+  Comm& c = *op.comm;
+  const int n = c.nranks(), me = c.rank();
+  const bool twoRanks = n == 2;
+  const size_t elem = dataTypeSize(op.type), align = std::max<size_t>(1, 64 / elem);
+  const int id = (twoRanks ? ch : kP2pChannel) + protocolOffset(op);
+  const size_t env = c.plannerState().slotBytes();
+  const size_t common =
+      op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes) : env;
+  size_t chunk = SIZE_MAX;
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    transport::SendConnection* send = c.sendConnection(p, id);
+    transport::RecvConnection* recv = c.recvConnection(p, id);
+    if (send == nullptr || recv == nullptr) return false;
+    e.out.addSend(send, p);
+    e.in.addRecv(recv, p);
+    chunk = std::min(chunk, chunkElements(std::min(send->slotBytes(), common), elem, align));
+  }
+  const algo::Range slice = algo::channelSlice(op.count, exchangeChannelCount(op), ch, align);
+  e.sendSteps = PipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false);
+  e.foldSteps =
+      PipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true);
+  TaskLabel label{collName(op.kind), number};
+  label.algo = "exchange";
+  label.channel = twoRanks ? ch : -1;
+  e.sendLabel = e.foldLabel = label;
+  e.sendLabel.part = "send";
+  e.foldLabel.part = "fold";
+  return true;
+}
+
+void linkExchangeTasks(const CollOp& op, PrimTask& send, PrimTask& fold) {
+  fold.setInputPosition(op.comm->rank());
+  if (op.sendbuff == op.recvbuff) {
+    send.setCopyInput();
+    fold.setGate(&send);
   }
 }
 

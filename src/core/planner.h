@@ -18,11 +18,16 @@
 #include "src/core/coll.h"
 #include "src/core/comm.h"
 #include "src/core/prim_task.h"
+#include "src/core/schedules.h"
 
 namespace loom {
 
 const char* algorithmName(Algorithm a);
-Algorithm chooseAlgorithm(const CollOp& op);
+// Sets op.algorithm and op.protocol (one lookup in the communicator's PlannerState): the
+// algorithm from the size and LOOM_ALGO; Simple, or LL for small messages (LOOM_PROTO
+// overrides; by default LL up to LOOM_LL_THRESHOLD bytes per rank - LL only changes anything
+// over shared memory).
+void choosePlan(CollOp& op);
 
 // Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, point-to-point 64;
 // the LL protocol uses the same ids plus kLLChannelOffset (its own connections: the memory
@@ -41,14 +46,28 @@ inline constexpr bool isRingChannel(int channel) {
   return base < kTreeChannelBase || base >= kHierInterChannelBase;
 }
 
-// Simple, or LL for small messages: LOOM_PROTO overrides; by default LL up to
-// LOOM_LL_THRESHOLD bytes per rank (LL only changes anything over shared memory).
-transport::Protocol chooseProtocol(const CollOp& op);
-
 // The connections `op` needs on this rank (the peers' requests match them).
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out);
 
 // Appends the tasks of `op` (connections must exist). `number` labels them in messages.
 void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks);
+
+// The exchange AllReduce on one channel: two tasks, a send of this rank's slice of the input
+// to every other rank and a fold of all ranks' slices. Two ranks spread the data over the
+// ring's channels and connections, more ranks use one set of point-to-point connections. The
+// planner makes these tasks on the heap, the executor's fast path for one small call on the
+// stack (executor.cc): both from here.
+struct ExchangeChannel {
+  TaskLinks out, in;  // peers in rank order: the fold's source order
+  PipeSteps sendSteps, foldSteps;
+  TaskLabel sendLabel, foldLabel;
+};
+int exchangeChannelCount(const CollOp& op);
+// Fills `e` for channel `ch`; false when one of its connections is not made yet.
+bool exchangeChannel(const CollOp& op, uint64_t number, int ch, ExchangeChannel& e);
+// Wires a channel's two tasks once made: ranks fold in rank order (the same bits everywhere);
+// in place, the fold overwrites the input the send reads, so the send copies it out (never
+// posts it by address) and the fold's step i waits for the send's step i.
+void linkExchangeTasks(const CollOp& op, PrimTask& send, PrimTask& fold);
 
 }  // namespace loom

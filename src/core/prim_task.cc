@@ -48,8 +48,14 @@ std::string TaskLabel::str() const {
 
 PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
                    const TaskLabel& label, const PrimTask* gate)
+    : PrimTask(op, *steps, links, label, gate) {
+  ownedSteps_ = std::move(steps);
+}
+
+PrimTask::PrimTask(const CollOp& op, StepSource& steps, const TaskLinks& links,
+                   const TaskLabel& label, const PrimTask* gate)
     : op_(op),
-      steps_(std::move(steps)),
+      steps_(&steps),
       links_(links),
       label_(label),
       gate_(gate),

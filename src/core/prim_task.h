@@ -80,6 +80,9 @@ class PrimTask {
   // once it has reduced it).
   PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
            const TaskLabel& label, const PrimTask* gate = nullptr);
+  // The same with a source the caller keeps alive (no allocation: the executor's fast path).
+  PrimTask(const CollOp& op, StepSource& steps, const TaskLinks& links, const TaskLabel& label,
+           const PrimTask* gate = nullptr);
 
   // Runs every step that can run now; true if anything happened. The executor pumps the
   // connections (their progress()) separately.
@@ -108,7 +111,8 @@ class PrimTask {
   bool tryStep();
 
   const CollOp& op_;
-  std::unique_ptr<StepSource> steps_;
+  std::unique_ptr<StepSource> ownedSteps_;  // null when the caller owns them
+  StepSource* steps_;
   TaskLinks links_;
   TaskLabel label_;
   const PrimTask* gate_;
