@@ -228,13 +228,15 @@ std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOp
 }
 
 transport::SendConnection* Comm::sendConnection(int peer, int channel) {
-  auto it = sends_.find(ConnectionKey{peer, channel, true});
-  return it == sends_.end() ? nullptr : it->second.get();
+  const size_t ch = static_cast<size_t>(channel);
+  if (peer < 0 || peer >= nranks_ || ch >= sendTable_.size() || sendTable_[ch].empty()) return nullptr;
+  return sendTable_[ch][peer];
 }
 
 transport::RecvConnection* Comm::recvConnection(int peer, int channel) {
-  auto it = recvs_.find(ConnectionKey{peer, channel, false});
-  return it == recvs_.end() ? nullptr : it->second.get();
+  const size_t ch = static_cast<size_t>(channel);
+  if (peer < 0 || peer >= nranks_ || ch >= recvTable_.size() || recvTable_[ch].empty()) return nullptr;
+  return recvTable_[ch][peer];
 }
 
 void Comm::connect(const std::vector<ConnectionKey>& wanted) {
@@ -260,8 +262,10 @@ void Comm::connect(const std::vector<ConnectionKey>& wanted) {
     ConnectionKey key{r.peer, r.channel, r.send};
     if (r.send) {
       sends_[key] = std::move(made.sends[si++]);
+      tableRow(sendTable_, r.channel)[r.peer] = sends_[key].get();
     } else {
       recvs_[key] = std::move(made.recvs[ri++]);
+      tableRow(recvTable_, r.channel)[r.peer] = recvs_[key].get();
     }
   }
 }
@@ -311,6 +315,8 @@ void Comm::drainStreams() {
 void Comm::releaseResources() {
   std::lock_guard<std::mutex> exec(executionMutex_);
   std::lock_guard<std::mutex> lock(opMutex_);
+  sendTable_.clear();
+  recvTable_.clear();
   sends_.clear();
   recvs_.clear();
   bootstrap_.reset();

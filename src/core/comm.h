@@ -161,6 +161,17 @@ class Comm : public loomComm {
   int channels_ = 1;
   std::map<ConnectionKey, std::unique_ptr<transport::SendConnection>> sends_;
   std::map<ConnectionKey, std::unique_ptr<transport::RecvConnection>> recvs_;
+  // sends_ and recvs_ indexed [channel][peer] (a row is empty until a connection on its
+  // channel is made): every call looks its connections up, a map walk each cost more.
+  std::vector<std::vector<transport::SendConnection*>> sendTable_;
+  std::vector<std::vector<transport::RecvConnection*>> recvTable_;
+  template <typename T>
+  std::vector<T*>& tableRow(std::vector<std::vector<T*>>& table, int channel) {
+    const size_t ch = static_cast<size_t>(channel);
+    if (table.size() <= ch) table.resize(ch + 1);
+    if (table[ch].empty()) table[ch].assign(static_cast<size_t>(nranks_), nullptr);
+    return table[ch];
+  }
   std::mutex executionMutex_;
   std::atomic<uint64_t> opCounter_{0};
   std::mutex customOpsMutex_;

@@ -6,12 +6,12 @@
 #include <array>
 #include <chrono>
 #include <map>
-#include <optional>
 #include <set>
 #include <thread>
 
 #include "src/core/comm.h"
 #include "src/core/error.h"
+#include "src/core/exchange_now.h"
 #include "src/core/logging.h"
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
@@ -90,55 +90,6 @@ void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
   }
 }
 void runLocked(std::vector<CollOp>& ops, Scratch& scratch);
-
-// The latency-critical case: one exchange AllReduce outside a group, its connections made
-// (every call after the first). Its tasks are the planner's (planner.h, exchangeChannel) but
-// live on the stack, and nothing is sorted or allocated: at 8 B the general path spent more
-// on that than the data takes to cross. false: not this case, the general path runs it.
-bool runExchangeNow(CollOp& op) {
-  constexpr int kMaxChannels = 2;  // with data: a small call has one or two
-  Comm& c = *op.comm;
-  if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
-  std::unique_lock<std::mutex> lock(c.executionMutex());
-  ExchangeChannel channels[kMaxChannels];
-  int used = 0;
-  for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
-    ExchangeChannel& e = channels[used];
-    if (!exchangeChannel(op, 0, ch, e)) return false;  // the general path connects
-    if (e.sendSteps.count() == 0) {
-      e = ExchangeChannel{};
-      continue;  // no data on this channel: both ranks skip it
-    }
-    if (++used == kMaxChannels && ch + 1 < exchangeChannelCount(op)) return false;
-  }
-  std::optional<PrimTask> send[kMaxChannels], fold[kMaxChannels];
-  PrimTask* tasks[2 * kMaxChannels];
-  transport::SendConnection* sends[kMaxChannels * kMaxTaskPeers];
-  transport::RecvConnection* recvs[kMaxChannels * kMaxTaskPeers];
-  size_t nsends = 0, nrecvs = 0;
-  const uint64_t number = c.nextOpNumber();
-  for (int i = 0; i < used; ++i) {
-    ExchangeChannel& e = channels[i];
-    e.sendLabel.number = e.foldLabel.number = number;
-    send[i].emplace(op, e.sendSteps, e.out, e.sendLabel);
-    fold[i].emplace(op, e.foldSteps, e.in, e.foldLabel);
-    linkExchangeTasks(op, *send[i], *fold[i]);
-    tasks[2 * i] = &*send[i];
-    tasks[2 * i + 1] = &*fold[i];
-    for (int k = 0; k < e.out.nsend; ++k) sends[nsends++] = e.out.send[k];
-    for (int k = 0; k < e.in.nrecv; ++k) recvs[nrecvs++] = e.in.recv[k];
-  }
-  Comm* comms[] = {&c};
-  try {
-    runTaskLoop(TaskLoop{
-        std::span(tasks, 2 * used), {}, std::span(sends, nsends), std::span(recvs, nrecvs), comms});
-  } catch (const Error& e) {
-    c.setLastError(e.what());
-    c.markFailed(e.code());
-    throw;
-  }
-  return true;
-}
 
 }  // namespace
 

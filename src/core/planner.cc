@@ -255,11 +255,17 @@ struct Planner {
   // more use the point-to-point connections, one channel.
   void exchange() {
     for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
-      ExchangeChannel e;
-      LOOM_ENFORCE(exchangeChannel(op, name.number, ch, e), InternalError,
+      TaskLinks out, in;
+      size_t chunk = 0;
+      LOOM_ENFORCE(exchangeLinks(op, ch, out, in, chunk), InternalError,
                    "exchange AllReduce planned before its connections were made");
-      PrimTask* send = add(std::make_unique<PipeSteps>(e.sendSteps), e.out, e.sendLabel);
-      PrimTask* fold = add(std::make_unique<PipeSteps>(e.foldSteps), e.in, e.foldLabel);
+      const algo::Range slice = exchangeSlice(op, ch);
+      PrimTask* send =
+          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false), out,
+              exchangeLabel(op, name.number, ch, "send"));
+      PrimTask* fold = add(
+          pipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true),
+          in, exchangeLabel(op, name.number, ch, "fold"));
       linkExchangeTasks(op, *send, *fold);
     }
   }
@@ -448,36 +454,38 @@ int exchangeChannelCount(const CollOp& op) {
   return op.comm->nranks() == 2 ? op.comm->channels() : 1;
 }
 
-bool exchangeChannel(const CollOp& op, uint64_t number, int ch, ExchangeChannel& e) {
+algo::Range exchangeSlice(const CollOp& op, int channel) {
+  const size_t align = std::max<size_t>(1, 64 / dataTypeSize(op.type));
+  return algo::channelSlice(op.count, exchangeChannelCount(op), channel, align);
+}
+
+bool exchangeLinks(const CollOp& op, int channel, TaskLinks& out, TaskLinks& in, size_t& chunk) {
   Comm& c = *op.comm;
   const int n = c.nranks(), me = c.rank();
-  const bool twoRanks = n == 2;
   const size_t elem = dataTypeSize(op.type), align = std::max<size_t>(1, 64 / elem);
-  const int id = (twoRanks ? ch : kP2pChannel) + protocolOffset(op);
+  const int id = (n == 2 ? channel : kP2pChannel) + protocolOffset(op);
   const size_t env = c.plannerState().slotBytes();
   const size_t common =
       op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes) : env;
-  size_t chunk = SIZE_MAX;
+  chunk = SIZE_MAX;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     transport::SendConnection* send = c.sendConnection(p, id);
     transport::RecvConnection* recv = c.recvConnection(p, id);
     if (send == nullptr || recv == nullptr) return false;
-    e.out.addSend(send, p);
-    e.in.addRecv(recv, p);
+    out.addSend(send, p);
+    in.addRecv(recv, p);
     chunk = std::min(chunk, chunkElements(std::min(send->slotBytes(), common), elem, align));
   }
-  const algo::Range slice = algo::channelSlice(op.count, exchangeChannelCount(op), ch, align);
-  e.sendSteps = PipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false);
-  e.foldSteps =
-      PipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true);
+  return true;
+}
+
+TaskLabel exchangeLabel(const CollOp& op, uint64_t number, int channel, const char* part) {
   TaskLabel label{collName(op.kind), number};
   label.algo = "exchange";
-  label.channel = twoRanks ? ch : -1;
-  e.sendLabel = e.foldLabel = label;
-  e.sendLabel.part = "send";
-  e.foldLabel.part = "fold";
-  return true;
+  label.channel = op.comm->nranks() == 2 ? channel : -1;
+  label.part = part;
+  return label;
 }
 
 void linkExchangeTasks(const CollOp& op, PrimTask& send, PrimTask& fold) {

@@ -18,7 +18,7 @@
 #include "src/core/coll.h"
 #include "src/core/comm.h"
 #include "src/core/prim_task.h"
-#include "src/core/schedules.h"
+#include "algorithms/slicing.h"
 
 namespace loom {
 
@@ -52,19 +52,17 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out);
 // Appends the tasks of `op` (connections must exist). `number` labels them in messages.
 void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks);
 
-// The exchange AllReduce on one channel: two tasks, a send of this rank's slice of the input
+// The exchange AllReduce, per channel: two tasks, a send of this rank's slice of the input
 // to every other rank and a fold of all ranks' slices. Two ranks spread the data over the
 // ring's channels and connections, more ranks use one set of point-to-point connections. The
-// planner makes these tasks on the heap, the executor's fast path for one small call on the
-// stack (executor.cc): both from here.
-struct ExchangeChannel {
-  TaskLinks out, in;  // peers in rank order: the fold's source order
-  PipeSteps sendSteps, foldSteps;
-  TaskLabel sendLabel, foldLabel;
-};
+// planner makes these tasks; the executor's fast path for one small call (exchange_now.cc)
+// does the same steps without them. Both take the pieces from here, so they agree on the wire.
 int exchangeChannelCount(const CollOp& op);
-// Fills `e` for channel `ch`; false when one of its connections is not made yet.
-bool exchangeChannel(const CollOp& op, uint64_t number, int ch, ExchangeChannel& e);
+algo::Range exchangeSlice(const CollOp& op, int channel);
+// This rank's links on `channel` to every other rank, in rank order (the fold's source order),
+// and the elements one step carries; false when a connection is not made yet.
+bool exchangeLinks(const CollOp& op, int channel, TaskLinks& out, TaskLinks& in, size_t& chunk);
+TaskLabel exchangeLabel(const CollOp& op, uint64_t number, int channel, const char* part);
 // Wires a channel's two tasks once made: ranks fold in rank order (the same bits everywhere);
 // in place, the fold overwrites the input the send reads, so the send copies it out (never
 // posts it by address) and the fold's step i waits for the send's step i.

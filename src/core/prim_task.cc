@@ -35,6 +35,18 @@ void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes) {
 
 }  // namespace
 
+void checkReceived(const TaskLabel& label, const CollOp& op, int peer, uint32_t tag,
+                   uint32_t signature, size_t got, size_t expected) {
+  // Ranks that disagree about the call fail clearly instead of mixing data.
+  LOOM_ENFORCE(tag == signature, RemoteError, label.str(), ": rank ", peer,
+               " made a different call than this rank's ", describeCall(op),
+               "; every rank must call the same collectives in the same order with the "
+               "same count, datatype, op and root");
+  LOOM_ENFORCE(got == expected, RemoteError, label.str(), ": rank ", peer, " sent ", got,
+               " bytes where ", expected,
+               " were expected; did every rank call it with the same count and datatype?");
+}
+
 std::string TaskLabel::str() const {
   std::string s = number > 0 ? strCat(what, " #", number) : std::string(what);
   if (algo != nullptr)
@@ -48,14 +60,8 @@ std::string TaskLabel::str() const {
 
 PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
                    const TaskLabel& label, const PrimTask* gate)
-    : PrimTask(op, *steps, links, label, gate) {
-  ownedSteps_ = std::move(steps);
-}
-
-PrimTask::PrimTask(const CollOp& op, StepSource& steps, const TaskLinks& links,
-                   const TaskLabel& label, const PrimTask* gate)
     : op_(op),
-      steps_(&steps),
+      steps_(std::move(steps)),
       links_(links),
       label_(label),
       gate_(gate),
@@ -134,14 +140,7 @@ bool PrimTask::tryStep() {
         waitIndex_ = i;
         return false;
       }
-      // Ranks that disagree about the call fail clearly instead of mixing data.
-      LOOM_ENFORCE(tag == signature_, RemoteError, label_.str(), ": rank ", links_.recvPeer[i],
-                   " made a different call than this rank's ", describeCall(op_),
-                   "; every rank must call the same collectives in the same order with the "
-                   "same count, datatype, op and root");
-      LOOM_ENFORCE(got == bytes, RemoteError, label_.str(), ": rank ", links_.recvPeer[i], " sent ",
-                   got, " bytes where ", bytes,
-                   " were expected; did every rank call it with the same count and datatype?");
+      checkReceived(label_, op_, links_.recvPeer[i], tag, signature_, got, bytes);
     }
   }
   const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;

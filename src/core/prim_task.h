@@ -73,6 +73,11 @@ struct TaskLabel {
   std::string str() const;
 };
 
+// Throws RemoteError unless a slot received from `peer` carries this call's signature
+// (collSignature) and the step's size.
+void checkReceived(const TaskLabel& label, const CollOp& op, int peer, uint32_t tag,
+                   uint32_t signature, size_t got, size_t expected);
+
 class PrimTask {
  public:
   // `label` names the task in timeout messages ("AllReduce #12 channel 0"). With `gate`, step
@@ -80,9 +85,6 @@ class PrimTask {
   // once it has reduced it).
   PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
            const TaskLabel& label, const PrimTask* gate = nullptr);
-  // The same with a source the caller keeps alive (no allocation: the executor's fast path).
-  PrimTask(const CollOp& op, StepSource& steps, const TaskLinks& links, const TaskLabel& label,
-           const PrimTask* gate = nullptr);
 
   // Runs every step that can run now; true if anything happened. The executor pumps the
   // connections (their progress()) separately.
@@ -111,8 +113,7 @@ class PrimTask {
   bool tryStep();
 
   const CollOp& op_;
-  std::unique_ptr<StepSource> ownedSteps_;  // null when the caller owns them
-  StepSource* steps_;
+  std::unique_ptr<StepSource> steps_;
   TaskLinks links_;
   TaskLabel label_;
   const PrimTask* gate_;

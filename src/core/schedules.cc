@@ -93,6 +93,25 @@ class RingBlocks : public StepSource {
   int step_ = 0;
 };
 
+class Pipe : public StepSource {
+ public:
+  Pipe(Prim prim, size_t inOffset, size_t outOffset, size_t count, size_t chunk, bool final)
+      : prim_(prim), in_(inOffset), out_(outOffset), count_(count), chunk_(chunk), final_(final) {}
+  bool next(PrimStep& out) override {
+    if (done_ >= count_) return false;
+    size_t n = count_ - done_ < chunk_ ? count_ - done_ : chunk_;
+    out = PrimStep{prim_, in_ + done_, out_ + done_, n, final_};
+    done_ += n;
+    return true;
+  }
+
+ private:
+  Prim prim_;
+  size_t in_, out_, count_, chunk_;
+  bool final_;
+  size_t done_ = 0;
+};
+
 // Phase 1 or 3 of hierarchical AllReduce: per loop one piece of every block, one step per
 // block; a block whose slice is shorter than others skips its empty pieces (every rank alike).
 class HierLocal : public StepSource {
@@ -192,13 +211,13 @@ std::unique_ptr<StepSource> ringReduceScatterSteps(const RingPlace& ring, size_t
 std::unique_ptr<StepSource> chainSteps(algo::ChainColl coll, const RingPlace& ring, int root,
                                        Range slice, size_t chunk, bool inPlace) {
   Prim p = loneRank(algo::chainPrim(coll, ring.order, ring.nranks, root, ring.rank, inPlace));
-  return std::make_unique<PipeSteps>(p, slice.offset, slice.offset, slice.count, chunk,
+  return std::make_unique<Pipe>(p, slice.offset, slice.offset, slice.count, chunk,
                                 producesFinal(p));
 }
 
 std::unique_ptr<StepSource> pipeSteps(Prim prim, size_t inOffset, size_t outOffset, size_t count,
                                       size_t chunk, bool final) {
-  return std::make_unique<PipeSteps>(prim, inOffset, outOffset, count, chunk, final);
+  return std::make_unique<Pipe>(prim, inOffset, outOffset, count, chunk, final);
 }
 
 }  // namespace loom

@@ -34,28 +34,6 @@ std::unique_ptr<StepSource> chainSteps(algo::ChainColl coll, const RingPlace& ri
 // `outOffset` shift the two buffers independently.
 std::unique_ptr<StepSource> pipeSteps(algo::Prim prim, size_t inOffset, size_t outOffset,
                                       size_t count, size_t chunk, bool final);
-// The same source as a value (the executor's fast path keeps it on the stack).
-class PipeSteps : public StepSource {
- public:
-  PipeSteps() : PipeSteps(algo::Prim::kNone, 0, 0, 0, 1, false) {}  // no steps
-  PipeSteps(algo::Prim prim, size_t inOffset, size_t outOffset, size_t count, size_t chunk,
-            bool final)
-      : prim_(prim), in_(inOffset), out_(outOffset), count_(count), chunk_(chunk), final_(final) {}
-  bool next(PrimStep& out) override {
-    if (done_ >= count_) return false;
-    size_t n = count_ - done_ < chunk_ ? count_ - done_ : chunk_;
-    out = PrimStep{prim_, in_ + done_, out_ + done_, n, final_};
-    done_ += n;
-    return true;
-  }
-  size_t count() const { return count_; }
-
- private:
-  algo::Prim prim_;
-  size_t in_, out_, count_, chunk_;
-  bool final_;
-  size_t done_ = 0;
-};
 
 // Hierarchical AllReduce (algorithms/hierarchical.h): phase 1 (gather = false: reduce-scatter
 // inside the node) or phase 3 (gather = true: all-gather inside the node) for the rank at

@@ -1,82 +1,29 @@
 #include "src/core/task_loop.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
-#include <thread>
 
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/planner_state.h"
-#include "transports/wait.h"
+#include "src/core/backoff.h"
 
 namespace loom {
-namespace {
 
-using Clock = std::chrono::steady_clock;
+std::chrono::milliseconds callTimeout(std::span<Comm* const> comms) {
+  std::chrono::milliseconds timeout = comms.front()->options().timeout;
+  for (Comm* c : comms) timeout = std::min(timeout, c->options().timeout);
+  if (timeout.count() == 0)
+    for (Comm* c : comms) timeout = std::max(timeout, c->options().timeout);
+  return timeout;
+}
 
-// Waiting policy when a pass over the tasks moved nothing (transports/wait.h says why):
-// spin a few microseconds (a peer on another core usually answers within that), then yield
-// (a peer waiting for this core gets it), then sleep until a connection the blocked tasks wait
-// on can move. Every sleep is bounded so aborts and deadlines are still checked.
-class Backoff {
- public:
-  static constexpr auto kSpin = std::chrono::microseconds(4);
-  static constexpr auto kYield = std::chrono::microseconds(60);
-  static constexpr auto kMaxSleep = std::chrono::milliseconds(10);
-
-  // `arm` adds what to sleep on to the set and says whether sleeping is safe.
-  template <typename Arm>
-  void idle(Arm&& arm) {
-    if (idle_++ == 0) {
-      since_ = Clock::now();
-      return;
-    }
-    if (yieldAtOnce_) {
-      sched_yield();
-    } else {
-      for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
-    }
-    if ((idle_ & 7) != 0) return;  // look at the clock every few rounds only
-    const auto waited = Clock::now() - since_;
-    waited_ = waited;
-    if (waited < kSpin && !yieldAtOnce_) return;
-    if (waited < kYield) {
-      sched_yield();
-      return;
-    }
-    set_.clear();
-    const transport::WaitArm state = arm(set_);
-    if (state == transport::WaitArm::kArmed) {
-      set_.sleep(std::chrono::duration_cast<std::chrono::microseconds>(kMaxSleep));
-    } else if (state == transport::WaitArm::kUnsupported) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    set_.lower();
-  }
-  void reset() {
-    idle_ = 0;
-    waited_ = Clock::duration::zero();
-  }
-  // How long nothing has moved, as of the last time idle() read the clock (a busy call reads
-  // it never; an idle one every few rounds).
-  Clock::duration waited() const { return waited_; }
-  // More ranks than CPUs on this host (PlannerState::oversubscribed()): the peer this rank
-  // waits for is likely waiting for a CPU, so spinning only delays it - yield at once (Open
-  // MPI does the same when oversubscribed). 4 processes on 2 cores, 8 B AllReduce: 20 -> 11 us.
-  void yieldAtOnce(bool on) { yieldAtOnce_ = on; }
-
- private:
-  bool yieldAtOnce_ = false;
-  unsigned idle_ = 0;
-  Clock::time_point since_;
-  Clock::duration waited_{};
-  transport::WaitSet set_;
-};
-
-}  // namespace
+void throwStalled(std::chrono::milliseconds timeout, const std::string& waiting) {
+  throw TimeoutError(strCat("no progress for ", timeout.count() / 1000.0,
+                            " s; still waiting for:", waiting,
+                            "\nDid every rank call the same operations in the same order?"));
+}
 
 void runTaskLoop(const TaskLoop& loop) {
   const auto& tasks = loop.tasks;
@@ -86,10 +33,7 @@ void runTaskLoop(const TaskLoop& loop) {
       if (b != nullptr && !b->done()) return false;
     return true;
   };
-  std::chrono::milliseconds timeout = loop.comms.front()->options().timeout;
-  for (Comm* c : loop.comms) timeout = std::min(timeout, c->options().timeout);
-  if (timeout.count() == 0)
-    for (Comm* c : loop.comms) timeout = std::max(timeout, c->options().timeout);
+  const std::chrono::milliseconds timeout = callTimeout(loop.comms);
   Backoff backoff;
   bool oversubscribed = false;
   for (Comm* c : loop.comms) oversubscribed |= c->plannerState().oversubscribed();
@@ -114,9 +58,7 @@ void runTaskLoop(const TaskLoop& loop) {
       std::string waiting;
       for (auto& t : tasks)
         if (!t->done()) waiting += "\n  " + t->waitingFor();
-      throw TimeoutError(strCat("no progress for ", timeout.count() / 1000.0,
-                                " s; still waiting for:", waiting,
-                                "\nDid every rank call the same operations in the same order?"));
+      throwStalled(timeout, waiting);
     }
     backoff.idle([&](transport::WaitSet& set) {
       for (size_t i = 0; i < tasks.size(); ++i) {

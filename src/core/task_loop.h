@@ -5,8 +5,10 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "src/core/prim_task.h"
 
@@ -25,6 +27,12 @@ struct TaskLoop {
   std::span<transport::RecvConnection* const> recvs;
   std::span<Comm* const> comms;  // their aborts and timeouts apply
 };
+
+// The communicators' timeout for a call over `comms`: the smallest non-zero one, 0 (wait
+// forever) when all are 0.
+std::chrono::milliseconds callTimeout(std::span<Comm* const> comms);
+// Throws TimeoutError: nothing moved for `timeout`; `waiting` lists what each part waits for.
+[[noreturn]] void throwStalled(std::chrono::milliseconds timeout, const std::string& waiting);
 
 // Runs until every task is done and every send drained. Throws TimeoutError (naming what
 // each unfinished task waits for), an abort's error, or what a task or connection throws.

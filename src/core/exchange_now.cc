@@ -1,0 +1,173 @@
+// Why a separate path: at 8 B the general one (plan the tasks on the heap, order them by
+// connection, pump them in a loop) spent several times longer on bookkeeping than the data
+// takes to cross between cores. Here the exchange is three straight phases on the stack:
+// send this rank's slice to every peer, receive every peer's, fold them in rank order.
+#include "src/core/exchange_now.h"
+
+#include "src/core/backoff.h"
+#include "src/core/comm.h"
+#include "src/core/error.h"
+#include "src/core/planner.h"
+#include "src/core/planner_state.h"
+#include "src/core/task_loop.h"
+#include "src/kernels/datatype_traits.h"
+#include "src/kernels/reduce_copy_dispatch.h"
+
+namespace loom {
+namespace {
+
+// A small call has data on one or two channels (two ranks spread it over the ring's).
+constexpr int kMaxLanes = 2;
+
+struct Lane {
+  TaskLinks out, in;
+  int channel = 0;
+  algo::Range slice;  // the one step of this channel's send and fold
+  TaskLabel label;    // for messages
+};
+
+class ExchangeNow {
+ public:
+  ExchangeNow(const CollOp& op, Lane* lanes, int nlanes)
+      : op_(op),
+        comm_(op.comm.get()),
+        lanes_(lanes),
+        nlanes_(nlanes),
+        elem_(dataTypeSize(op.type)),
+        signature_(collSignature(op)),
+        timeout_(callTimeout(std::span(&comm_, 1))) {
+    backoff_.yieldAtOnce(comm_->plannerState().oversubscribed());
+  }
+
+  void run() {
+    for (int l = 0; l < nlanes_; ++l) send(lanes_[l]);
+    for (int l = 0; l < nlanes_; ++l) fold(lanes_[l]);
+    for (int l = 0; l < nlanes_; ++l) {
+      for (int k = 0; k < lanes_[l].out.nsend; ++k) {
+        transport::SendConnection* s = lanes_[l].out.send[k];
+        waitUntil([&] { return s->progress(), s->drained(); },
+                  [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/true); },
+                  [&] { return strCat(lanes_[l].label.str(), ": draining toward rank ",
+                                      lanes_[l].out.sendPeer[k]); });
+      }
+    }
+  }
+
+ private:
+  // The input slice, pre-op applied as the planner's send task does, into every peer's slot.
+  void send(Lane& lane) {
+    void* slots[kMaxTaskPeers];
+    for (int k = 0; k < lane.out.nsend; ++k) {
+      transport::SendConnection* s = lane.out.send[k];
+      waitUntil([&] { return (slots[k] = s->tryAcquire()) != nullptr; },
+                [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/false); },
+                [&] { return strCat(lane.label.str(), ": a free slot toward rank ",
+                                    lane.out.sendPeer[k]); });
+    }
+    ReduceCopyArgs args;
+    args.count = lane.slice.count;
+    args.scalar = op_.scalar;
+    args.src[args.nsrc++] = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
+    args.preOpOnSource = 1;
+    for (int k = 0; k < lane.out.nsend; ++k) args.dst[args.ndst++] = slots[k];
+    reduceCopy(op_.type, op_.reduce, args);
+    const size_t bytes = lane.slice.count * elem_;
+    for (int k = 0; k < lane.out.nsend; ++k) lane.out.send[k]->post(bytes, signature_);
+  }
+
+  // Every rank's slice in rank order (this rank's input at its own place), post-op applied.
+  void fold(Lane& lane) {
+    const void* received[kMaxTaskPeers];
+    const size_t bytes = lane.slice.count * elem_;
+    for (int k = 0; k < lane.in.nrecv; ++k) {
+      transport::RecvConnection* r = lane.in.recv[k];
+      size_t got = 0;
+      uint32_t tag = 0;
+      waitUntil([&] { return (received[k] = r->tryReceive(&got, &tag)) != nullptr; },
+                [&](transport::WaitSet& set) { return r->armWait(set); },
+                [&] { return strCat(lane.label.str(), ": data from rank ", lane.in.recvPeer[k]); });
+      checkReceived(lane.label, op_, lane.in.recvPeer[k], tag, signature_, got, bytes);
+    }
+    ReduceCopyArgs args;
+    args.count = lane.slice.count;
+    args.scalar = op_.scalar;
+    args.postOp = true;  // the fold's step is final
+    const int me = comm_->rank();
+    for (int k = 0; k <= lane.in.nrecv; ++k) {
+      if (k == me) {
+        args.preOpOnSource |= 1u << args.nsrc;
+        args.src[args.nsrc++] =
+            static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
+      }
+      if (k < lane.in.nrecv) args.src[args.nsrc++] = received[k];
+    }
+    args.dst[args.ndst++] = static_cast<char*>(op_.recvbuff) + lane.slice.offset * elem_;
+    reduceCopy(op_.type, op_.reduce, args);
+    for (int k = 0; k < lane.in.nrecv; ++k) lane.in.recv[k]->release();
+  }
+
+  // Polls `ready`, pumping every connection of the call (TCP moves data only then), and
+  // waits with the executor's Backoff while nothing moves; `what` names the wait in a timeout.
+  template <typename Ready, typename Arm, typename What>
+  void waitUntil(Ready&& ready, Arm&& arm, What&& what) {
+    backoff_.reset();
+    while (!ready()) {
+      bool moved = false;
+      for (int l = 0; l < nlanes_; ++l) {
+        for (int k = 0; k < lanes_[l].out.nsend; ++k) moved |= lanes_[l].out.send[k]->progress();
+        for (int k = 0; k < lanes_[l].in.nrecv; ++k) moved |= lanes_[l].in.recv[k]->progress();
+      }
+      if (moved) {
+        backoff_.reset();
+        continue;
+      }
+      throwIfAborted(comm_->abortFlag(), "a collective");
+      if (timeout_.count() > 0 && backoff_.waited() > timeout_)
+        throwStalled(timeout_, "\n  " + what());
+      backoff_.idle(arm);
+    }
+  }
+
+  const CollOp& op_;
+  Comm* comm_;
+  Lane* lanes_;
+  int nlanes_;
+  size_t elem_;
+  uint32_t signature_;
+  std::chrono::milliseconds timeout_;
+  Backoff backoff_;
+};
+
+}  // namespace
+
+bool runExchangeNow(CollOp& op) {
+  Comm& c = *op.comm;
+  if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
+  std::unique_lock<std::mutex> lock(c.executionMutex());
+  Lane lanes[kMaxLanes];
+  int nlanes = 0;
+  for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
+    const algo::Range slice = exchangeSlice(op, ch);
+    if (slice.count == 0) continue;  // no data on this channel: both paths skip it
+    if (nlanes == kMaxLanes) return false;
+    Lane& lane = lanes[nlanes++];
+    size_t chunk = 0;
+    if (!exchangeLinks(op, ch, lane.out, lane.in, chunk)) return false;  // the general path connects
+    if (slice.count > chunk) return false;  // several steps: the general path pipelines them
+    lane.slice = slice;
+    lane.channel = ch;
+  }
+  const uint64_t number = c.nextOpNumber();
+  for (int l = 0; l < nlanes; ++l)
+    lanes[l].label = exchangeLabel(op, number, lanes[l].channel, "fold");
+  try {
+    ExchangeNow(op, lanes, nlanes).run();
+  } catch (const Error& e) {
+    c.setLastError(e.what());
+    c.markFailed(e.code());
+    throw;
+  }
+  return true;
+}
+
+}  // namespace loom
