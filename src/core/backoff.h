@@ -75,5 +75,4 @@ class Backoff {
   transport::WaitSet set_;
 };
 
-
 }  // namespace loom

@@ -229,13 +229,15 @@ std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOp
 
 transport::SendConnection* Comm::sendConnection(int peer, int channel) {
   const size_t ch = static_cast<size_t>(channel);
-  if (peer < 0 || peer >= nranks_ || ch >= sendTable_.size() || sendTable_[ch].empty()) return nullptr;
+  if (peer < 0 || peer >= nranks_ || ch >= sendTable_.size() || sendTable_[ch].empty())
+    return nullptr;
   return sendTable_[ch][peer];
 }
 
 transport::RecvConnection* Comm::recvConnection(int peer, int channel) {
   const size_t ch = static_cast<size_t>(channel);
-  if (peer < 0 || peer >= nranks_ || ch >= recvTable_.size() || recvTable_[ch].empty()) return nullptr;
+  if (peer < 0 || peer >= nranks_ || ch >= recvTable_.size() || recvTable_[ch].empty())
+    return nullptr;
   return recvTable_[ch][peer];
 }
 

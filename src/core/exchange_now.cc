@@ -16,6 +16,8 @@
 namespace loom {
 namespace {
 
+thread_local uint64_t tlsFastCalls = 0;
+
 // A small call has data on one or two channels (two ranks spread it over the ring's).
 constexpr int kMaxLanes = 2;
 
@@ -47,8 +49,10 @@ class ExchangeNow {
         transport::SendConnection* s = lanes_[l].out.send[k];
         waitUntil([&] { return s->progress(), s->drained(); },
                   [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/true); },
-                  [&] { return strCat(lanes_[l].label.str(), ": draining toward rank ",
-                                      lanes_[l].out.sendPeer[k]); });
+                  [&] {
+                    return strCat(lanes_[l].label.str(), ": draining toward rank ",
+                                  lanes_[l].out.sendPeer[k]);
+                  });
       }
     }
   }
@@ -61,8 +65,10 @@ class ExchangeNow {
       transport::SendConnection* s = lane.out.send[k];
       waitUntil([&] { return (slots[k] = s->tryAcquire()) != nullptr; },
                 [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/false); },
-                [&] { return strCat(lane.label.str(), ": a free slot toward rank ",
-                                    lane.out.sendPeer[k]); });
+                [&] {
+                  return strCat(lane.label.str(), ": a free slot toward rank ",
+                                lane.out.sendPeer[k]);
+                });
     }
     ReduceCopyArgs args;
     args.count = lane.slice.count;
@@ -96,8 +102,7 @@ class ExchangeNow {
     for (int k = 0; k <= lane.in.nrecv; ++k) {
       if (k == me) {
         args.preOpOnSource |= 1u << args.nsrc;
-        args.src[args.nsrc++] =
-            static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
+        args.src[args.nsrc++] = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
       }
       if (k < lane.in.nrecv) args.src[args.nsrc++] = received[k];
     }
@@ -152,12 +157,14 @@ bool runExchangeNow(CollOp& op) {
     if (nlanes == kMaxLanes) return false;
     Lane& lane = lanes[nlanes++];
     size_t chunk = 0;
-    if (!exchangeLinks(op, ch, lane.out, lane.in, chunk)) return false;  // the general path connects
+    if (!exchangeLinks(op, ch, lane.out, lane.in, chunk))
+      return false;                         // the general path connects
     if (slice.count > chunk) return false;  // several steps: the general path pipelines them
     lane.slice = slice;
     lane.channel = ch;
   }
   const uint64_t number = c.nextOpNumber();
+  ++tlsFastCalls;
   for (int l = 0; l < nlanes; ++l)
     lanes[l].label = exchangeLabel(op, number, lanes[l].channel, "fold");
   try {
@@ -169,5 +176,9 @@ bool runExchangeNow(CollOp& op) {
   }
   return true;
 }
+
+namespace testing {
+uint64_t exchangeNowCallsOnThisThread() { return tlsFastCalls; }
+}  // namespace testing
 
 }  // namespace loom

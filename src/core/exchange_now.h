@@ -2,6 +2,8 @@
 // outside a group, its connections made (every call after the first).
 #pragma once
 
+#include <cstdint>
+
 #include "src/core/coll.h"
 
 namespace loom {
@@ -11,5 +13,10 @@ namespace loom {
 // (planner.h, exchangeChannel: the same channels, steps and signatures), so a peer may take
 // either path. On failure the communicator is marked failed and the error thrown.
 bool runExchangeNow(CollOp& op);
+
+namespace testing {
+// Calls this thread ran down the fast path (tests prove it was taken).
+uint64_t exchangeNowCallsOnThisThread();
+}  // namespace testing
 
 }  // namespace loom

@@ -15,10 +15,10 @@
 #include <memory>
 #include <vector>
 
+#include "algorithms/slicing.h"
 #include "src/core/coll.h"
 #include "src/core/comm.h"
 #include "src/core/prim_task.h"
-#include "algorithms/slicing.h"
 
 namespace loom {
 

@@ -4,10 +4,10 @@
 #include <chrono>
 #include <string>
 
+#include "src/core/backoff.h"
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/planner_state.h"
-#include "src/core/backoff.h"
 
 namespace loom {
 

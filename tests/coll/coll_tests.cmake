@@ -28,6 +28,7 @@ add_executable(loom_coll_tests
   ${loom_coll_dir}/coll_bad_input_test.cc
   ${loom_coll_dir}/process_coll_test.cc
   ${loom_coll_dir}/protocol_algo_test.cc
+  ${loom_coll_dir}/fast_path_test.cc
   ${loom_coll_dir}/memory_test.cc
   ${loom_coll_dir}/binding_test.cc
   ${loom_coll_dir}/registered_test.cc

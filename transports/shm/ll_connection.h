@@ -12,11 +12,9 @@
 // Layout of the segment (created by the receiver, mapped by the sender, unlinked after the
 // ack, like Simple): a control page whose first cache line holds head (the receiver's
 // released steps, the only counter: flow control is Simple's, at most kSlots steps ahead),
-// then kSlots slots of kLLSlotRawBytes. A slot is two header words (word 0: byte count, word
-// 1: tag) followed by kLLSlotBytes / 4 data words, padded to whole cache lines: 64 KiB of LL
-// data words per connection, 4 KiB of payload per step. The data follows the header in its
-// cache line, so up to 24 bytes arrive with it in one line transfer (a separate header line
-// cost a second, dependent miss on every small step: 8 B AllReduce 0.49 -> 0.xx us). The size is fixed, not LOOM_BUFFSIZE: LL only pays off for messages
+// then kSlots slots of kLLSlotRawBytes. A slot is one header line (word 0: byte count, word 1:
+// tag) followed by kLLSlotBytes / 4 data words: 64 KiB of LL data words per connection, 4 KiB
+// of payload per step. The size is fixed, not LOOM_BUFFSIZE: LL only pays off for messages
 // this small, so larger ones belong on Simple (the planner's choice, not the transport's).
 //
 // Flags. Every word of step s carries flag uint32(s + 1): never 0 on a slot's first use, so
@@ -40,9 +38,8 @@
 namespace loom::transport::shm {
 
 inline constexpr size_t kLLSlotBytes = 4096;          // payload per step
-inline constexpr size_t kLLHeaderBytes = 16;  // words 0 and 1
-inline constexpr size_t kLLSlotRawBytes =
-    (kLLHeaderBytes + 2 * kLLSlotBytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+inline constexpr size_t kLLHeaderBytes = kCacheLine;  // words 0 and 1, then padding
+inline constexpr size_t kLLSlotRawBytes = kLLHeaderBytes + 2 * kLLSlotBytes;
 inline constexpr size_t kLLSegmentBytes = kPageBytes + kSlots * kLLSlotRawBytes;
 inline constexpr uint64_t kLLRefreshSteps = uint64_t{1} << 30;
 
