@@ -68,6 +68,16 @@ if(Python3_FOUND)
       -- $<TARGET_FILE:p2p_vs_coll> -b 8 -e 256K -f 32 -w 1 -n 2)
   set_tests_properties(perf_smoke_p2p_vs_coll_threads perf_smoke_p2p_vs_coll_env PROPERTIES
     ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300)
+  # The machine's limits docs/performance.md quotes, and perf/compare itself at one small size
+  # (its table and ratios; Open MPI and Gloo columns where they are built).
+  add_test(NAME perf_smoke_host_limits COMMAND $<TARGET_FILE:host_limits> 8)
+  set_tests_properties(perf_smoke_host_limits PROPERTIES TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "opposite loopback TCP streams at once: [0-9.]+ GB/s each direction")
+  add_test(NAME perf_smoke_compare
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/compare --build ${PROJECT_BINARY_DIR}
+      --colls all_reduce --ranks 2 --transports shm --sizes 8,64K --repeats 1 --small-iters 50)
+  set_tests_properties(perf_smoke_compare PROPERTIES TIMEOUT 300
+    PASS_REGULAR_EXPRESSION "## all_reduce, 2 ranks, shm" FAIL_REGULAR_EXPRESSION "Traceback;failed")
   # The baselines perf/compare measures against, checked the same way.
   set(loom_perf_baseline_tests)
   if(TARGET mpi_coll_perf AND LOOM_MPIRUN)

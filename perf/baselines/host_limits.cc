@@ -1,0 +1,174 @@
+// The physical limits the host figures are read against (docs/performance.md), measured with
+// nothing but the OS between two processes:
+//   - a cache line handed back and forth between two processes (the floor of a small call's
+//     latency over shared memory), and both writing their own line and waiting for the
+//     other's (the floor of a 2-rank exchange);
+//   - one loopback TCP stream, and two streams in opposite directions at once (what a 2-rank
+//     ring needs: every rank sends and receives the same bytes at the same time).
+// Usage: host_limits [MiB per TCP transfer, default 1024]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+[[noreturn]] void die(const char* what) {
+  perror(what);
+  exit(1);
+}
+
+struct alignas(64) Line {
+  std::atomic<long> value;
+};
+
+// Forks a child running `child`; the parent runs `parent` and returns its result.
+template <typename Child, typename Parent>
+double withChild(Child&& child, Parent&& parent) {
+  const pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    child();
+    _exit(0);
+  }
+  const double result = parent();
+  waitpid(pid, nullptr, 0);
+  return result;
+}
+
+void cacheLines() {
+  auto* lines = static_cast<Line*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (lines == MAP_FAILED) die("mmap");
+  constexpr long kRounds = 2000000;
+  const double pingPong = withChild(
+      [&] {
+        for (long i = 1; i <= kRounds; ++i) {
+          while (lines[0].value.load(std::memory_order_acquire) != i) {
+          }
+          lines[1].value.store(i, std::memory_order_release);
+        }
+      },
+      [&] {
+        const auto t0 = Clock::now();
+        for (long i = 1; i <= kRounds; ++i) {
+          lines[0].value.store(i, std::memory_order_release);
+          while (lines[1].value.load(std::memory_order_acquire) != i) {
+          }
+        }
+        return secondsSince(t0) / kRounds;
+      });
+  auto exchange = [&](int mine, int theirs) {
+    for (long i = 1; i <= kRounds; ++i) {
+      lines[mine].value.store(i, std::memory_order_release);
+      while (lines[theirs].value.load(std::memory_order_acquire) < i) {
+      }
+    }
+  };
+  const double period = withChild([&] { exchange(3, 2); },
+                                  [&] {
+                                    const auto t0 = Clock::now();
+                                    exchange(2, 3);
+                                    return secondsSince(t0) / kRounds;
+                                  });
+  printf("cache line round trip between two processes: %.0f ns\n", pingPong * 1e9);
+  printf("two processes exchanging a line each (period): %.0f ns\n", period * 1e9);
+}
+
+// A connected loopback pair: the listener's end for the parent, the connecting end for the
+// child (made before fork, so no port is guessed).
+void socketPair(int* parentEnd, int* childEnd) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) die("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0) die("bind");
+  if (listen(listener, 1) != 0) die("listen");
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    die("getsockname");
+  *childEnd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(*childEnd, reinterpret_cast<sockaddr*>(&address), length) != 0) die("connect");
+  *parentEnd = accept(listener, nullptr, nullptr);
+  if (*parentEnd < 0) die("accept");
+  close(listener);
+  const int one = 1;
+  setsockopt(*parentEnd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(*childEnd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void sendBytes(int fd, size_t total) {
+  std::vector<char> buffer(1 << 20, 1);
+  for (size_t done = 0; done < total;) {
+    const ssize_t n = send(fd, buffer.data(), std::min(buffer.size(), total - done), 0);
+    if (n <= 0) die("send");
+    done += static_cast<size_t>(n);
+  }
+}
+
+void receiveBytes(int fd, size_t total) {
+  std::vector<char> buffer(1 << 20);
+  for (size_t done = 0; done < total;) {
+    const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+    if (n <= 0) die("recv");
+    done += static_cast<size_t>(n);
+  }
+}
+
+void tcp(size_t total) {
+  int parentEnd, childEnd;
+  socketPair(&parentEnd, &childEnd);
+  const double one = withChild([&] { sendBytes(childEnd, total); },
+                               [&] {
+                                 const auto t0 = Clock::now();
+                                 receiveBytes(parentEnd, total);
+                                 return secondsSince(t0);
+                               });
+  // Both ends send and receive at once, each direction on its own thread.
+  auto both = [&](int fd) {
+    std::thread sender([&] { sendBytes(fd, total); });
+    receiveBytes(fd, total);
+    sender.join();
+  };
+  const double two = withChild([&] { both(childEnd); },
+                               [&] {
+                                 const auto t0 = Clock::now();
+                                 both(parentEnd);
+                                 return secondsSince(t0);
+                               });
+  printf("one loopback TCP stream: %.2f GB/s\n", total / one / 1e9);
+  printf("two opposite loopback TCP streams at once: %.2f GB/s each direction\n",
+         total / two / 1e9);
+  close(parentEnd);
+  close(childEnd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long mib = argc > 1 ? atol(argv[1]) : 1024;
+  if (mib <= 0) {
+    fprintf(stderr, "usage: %s [MiB per TCP transfer, > 0]\n", argv[0]);
+    return 2;
+  }
+  cacheLines();
+  tcp(static_cast<size_t>(mib) << 20);
+  return 0;
+}
