@@ -14,6 +14,14 @@
 
 namespace loom {
 
+// How this thread's recent waits ended (see Backoff::yieldFirst_).
+struct WaitHistory {
+  int spunInVain = 0;  // waits in a row that outlasted the spin phase
+  bool yieldFirst = false;
+  unsigned sinceProbe = 0;  // waits since the last one that tried spinning again
+};
+inline thread_local WaitHistory tlsWaitHistory;
+
 class Backoff {
  public:
   using Clock = std::chrono::steady_clock;
@@ -24,8 +32,8 @@ class Backoff {
   // `arm` adds what to sleep on to the set and says whether sleeping is safe.
   template <typename Arm>
   void idle(Arm&& arm) {
-    ++idle_;
-    if (yieldAtOnce_) {
+    if (++idle_ == 1) startWait();
+    if (yieldNow_) {
       sched_yield();
     } else {
       // One pause per round at first: a pause takes ~66 cycles on this machine's EPYC, and with
@@ -44,11 +52,13 @@ class Backoff {
     }
     const auto waited = Clock::now() - since_;
     waited_ = waited;
-    if (waited < kSpin && !yieldAtOnce_) return;
+    if (waited < kSpin && !yieldNow_) return;
     if (waited < kYield) {
+      outlastedSpin_ = true;
       sched_yield();
       return;
     }
+    outlastedSpin_ = true;
     set_.clear();
     const transport::WaitArm state = arm(set_);
     if (state == transport::WaitArm::kArmed) {
@@ -58,9 +68,14 @@ class Backoff {
     }
     set_.lower();
   }
+  // Something moved: the wait (if any) is over.
   void reset() {
+    if (idle_ > 0) endWait();
     idle_ = 0;
     waited_ = Clock::duration::zero();
+  }
+  ~Backoff() {
+    if (idle_ > 0) endWait();
   }
   // How long nothing has moved, as of the last time idle() read the clock (a busy call reads
   // it never; an idle one every few rounds).
@@ -71,7 +86,34 @@ class Backoff {
   void yieldAtOnce(bool on) { yieldAtOnce_ = on; }
 
  private:
+  // Spinning pays only while the peer runs on another core. Two threads of different
+  // processes that hand work back and forth can end up on the same core for a long while
+  // (seen with host streams on 2 cores, where a waiting thread and the stream's worker both
+  // run collectives): then every wait spins its 4 us in vain before yielding to the peer,
+  // 8 us per 8 B call instead of 0.5. After 4 waits in a row that outlasted the spin phase, this
+  // thread yields at once (2.4 us per call in that state), and every 32nd wait spins again to
+  // notice when the peer is back on its own core.
+  void startWait() {
+    WaitHistory& h = tlsWaitHistory;
+    probing_ = h.yieldFirst && ++h.sinceProbe % 32 == 0;
+    yieldNow_ = yieldAtOnce_ || (h.yieldFirst && !probing_);
+    outlastedSpin_ = false;
+  }
+  void endWait() {
+    WaitHistory& h = tlsWaitHistory;
+    if (yieldAtOnce_) return;  // oversubscribed: always yields, nothing to learn
+    if (h.yieldFirst) {
+      if (probing_ && !outlastedSpin_) h = WaitHistory{};  // spinning works again
+      return;
+    }
+    h.spunInVain = outlastedSpin_ ? h.spunInVain + 1 : 0;
+    h.yieldFirst = h.spunInVain >= 4;
+  }
+
   bool yieldAtOnce_ = false;
+  bool yieldNow_ = false;       // this wait yields from its first round
+  bool probing_ = false;        // this wait spins to test whether spinning works again
+  bool outlastedSpin_ = false;  // this wait went on past the spin phase
   unsigned idle_ = 0;
   Clock::time_point since_;
   Clock::duration waited_{};
