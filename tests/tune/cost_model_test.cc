@@ -27,6 +27,9 @@ TEST(CostModel, FlatMachineTinyIsLLTreeLargeIsRingSimple) {
   const Choice two = best(defaultModel(1, 2, 1.25, 1), 8);
   EXPECT_EQ(two.algo, Algo::kRing);
   EXPECT_EQ(two.proto, Proto::kLL);
+  // Simple from 1 KiB on (measured faster there at 2 and 4 ranks, every collective).
+  for (int ranks : {2, 4, 8})
+    EXPECT_EQ(best(defaultModel(1, ranks, 1.25, 1), 1024).proto, Proto::kSimple) << ranks;
 }
 
 TEST(CostModel, HierarchicalOnlyWhereItApplies) {
