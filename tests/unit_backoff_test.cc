@@ -14,10 +14,16 @@ using std::chrono::microseconds;
 
 transport::WaitArm nothingToArm(transport::WaitSet&) { return transport::WaitArm::kReady; }
 
-// One wait of at least `length` (idle rounds until that much time has passed), then progress.
+// Idle rounds until the backoff itself has seen `length` pass (it reads the clock every few
+// rounds: a test clock could run out between two of its reads, e.g. when the thread is
+// descheduled, and the wait would not count as long).
+void idleFor(Backoff& backoff, microseconds length) {
+  while (backoff.waited() < length) backoff.idle(nothingToArm);
+}
+
+// One wait of at least `length`, then progress.
 void longWait(Backoff& backoff, microseconds length) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < length) backoff.idle(nothingToArm);
+  idleFor(backoff, length);
   backoff.reset();
 }
 
@@ -71,8 +77,7 @@ TEST(Backoff, AWaitStillOpenWhenTheBackoffEndsIsCounted) {
   tlsWaitHistory = WaitHistory{};
   for (int i = 0; i < 4; ++i) {
     Backoff backoff;  // as in one call of the fast path: the call returns while waiting ended
-    const auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - t0 < Backoff::kSpin * 5) backoff.idle(nothingToArm);
+    idleFor(backoff, Backoff::kSpin * 5);
   }
   EXPECT_TRUE(tlsWaitHistory.yieldFirst);
   tlsWaitHistory = WaitHistory{};

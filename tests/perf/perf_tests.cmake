@@ -73,11 +73,17 @@ if(Python3_FOUND)
   add_test(NAME perf_smoke_host_limits COMMAND $<TARGET_FILE:host_limits> 8)
   set_tests_properties(perf_smoke_host_limits PROPERTIES TIMEOUT 120
     PASS_REGULAR_EXPRESSION "opposite loopback TCP streams at once: [0-9.]+ GB/s each direction")
-  add_test(NAME perf_smoke_compare
-    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/compare --build ${PROJECT_BINARY_DIR}
-      --colls all_reduce --ranks 2 --transports shm --sizes 8,64K --repeats 1 --small-iters 50)
-  set_tests_properties(perf_smoke_compare PROPERTIES TIMEOUT 300
-    PASS_REGULAR_EXPRESSION "## all_reduce, 2 ranks, shm" FAIL_REGULAR_EXPRESSION "Traceback;failed")
+  # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
+  # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
+  if(NOT LOOM_SANITIZE)
+    add_test(NAME perf_smoke_compare
+      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/compare
+        --build ${PROJECT_BINARY_DIR} --colls all_reduce --ranks 2 --transports shm
+        --sizes 8,64K --repeats 1 --small-iters 50)
+    set_tests_properties(perf_smoke_compare PROPERTIES TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "## all_reduce, 2 ranks, shm"
+      FAIL_REGULAR_EXPRESSION "Traceback;failed")
+  endif()
   # The baselines perf/compare measures against, checked the same way.
   set(loom_perf_baseline_tests)
   if(TARGET mpi_coll_perf AND LOOM_MPIRUN)
