@@ -94,13 +94,13 @@ class Backoff {
   // thread yields at once (2.4 us per call in that state), and every 32nd wait spins again to
   // notice when the peer is back on its own core.
   void startWait() {
-    WaitHistory& h = tlsWaitHistory;
+    WaitHistory& h = history_;
     probing_ = h.yieldFirst && ++h.sinceProbe % 32 == 0;
     yieldNow_ = yieldAtOnce_ || (h.yieldFirst && !probing_);
     outlastedSpin_ = false;
   }
   void endWait() {
-    WaitHistory& h = tlsWaitHistory;
+    WaitHistory& h = history_;
     if (yieldAtOnce_) return;  // oversubscribed: always yields, nothing to learn
     if (h.yieldFirst) {
       if (probing_ && !outlastedSpin_) h = WaitHistory{};  // spinning works again
@@ -110,6 +110,7 @@ class Backoff {
     h.yieldFirst = h.spunInVain >= 4;
   }
 
+  WaitHistory& history_ = tlsWaitHistory;  // looked up once per Backoff, not per wait
   bool yieldAtOnce_ = false;
   bool yieldNow_ = false;       // this wait yields from its first round
   bool probing_ = false;        // this wait spins to test whether spinning works again

@@ -1,10 +1,7 @@
 #include "src/core/executor.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -18,13 +15,11 @@
 #include "src/core/schedules.h"
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
-#include "transports/wait.h"
 
 namespace loom {
 namespace {
 
 using algo::Prim;
-using Clock = std::chrono::steady_clock;
 
 struct Overlap {
   size_t send;  // indices into ops
