@@ -90,6 +90,11 @@ class RecvConnection {
   virtual const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) = 0;
   // Returns the slot from the last tryReceive to the sender.
   virtual void release() = 0;
+  // A hint for the next step: the caller will copy it, unchanged, to `dst` (room for
+  // `capacity` bytes). A connection that has to copy a step in itself (an shm CMA pull) then
+  // copies it straight there and tryReceive returns `dst`, saving the caller's copy. Holds
+  // until release(); connections without such steps ignore it.
+  virtual void pullInto(void* dst, size_t capacity) { (void)dst, (void)capacity; }
   // Moves arriving data into slots without blocking; true if anything moved. Throws
   // RemoteError when the peer is gone.
   virtual bool progress() = 0;

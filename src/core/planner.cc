@@ -85,9 +85,12 @@ const char* algorithmName(Algorithm a) {
 }
 
 void choosePlan(CollOp& op) {
-  const PlanChoice choice = op.comm->plannerState().choose(op.kind, opBytes(op));
+  const PlannerState& state = op.comm->plannerState();
+  const size_t bytes = opBytes(op);
+  const PlanChoice choice = state.choose(op.kind, bytes);
   op.algorithm = choice.algorithm;
   op.protocol = choice.protocol;
+  op.streamOutput = state.streamsOutput(bytes);
 }
 
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {

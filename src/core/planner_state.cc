@@ -78,6 +78,10 @@ PlannerState::PlannerState(const Comm& comm)
   LOOM_ENFORCE(exchange >= 0, InvalidArgument, "LOOM_EXCHANGE_THRESHOLD=", exchange,
                " must be a size in bytes (>= 0)");
   exchangeMaxBytes_ = static_cast<size_t>(exchange);
+  const int64_t stream = envInt(EnvVar::LOOM_STREAM_STORE_THRESHOLD);
+  LOOM_ENFORCE(stream >= 0, InvalidArgument, "LOOM_STREAM_STORE_THRESHOLD=", stream,
+               " must be a size in bytes (>= 0; 0: never)");
+  streamMinBytes_ = static_cast<size_t>(stream);
   if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) treeThreshold_ = envInt(EnvVar::LOOM_TREE_THRESHOLD);
   if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) llThreshold_ = envInt(EnvVar::LOOM_LL_THRESHOLD);
   LOOM_ENFORCE(treeThreshold_ >= -1 && llThreshold_ >= -1, InvalidArgument,

@@ -15,18 +15,23 @@ namespace {
 // A pure copy to every destination, bit-exact: one read of the source. With several
 // destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
 // when the others read it, instead of reading the whole source once per destination.
-void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes) {
+// With `streamFirst`, dst[0] is written with non-temporal stores (streamCopy) and the others
+// read the tile from the source instead, which is still in cache.
+void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool streamFirst) {
   constexpr size_t kTile = 64 * 1024;
+  if (streamFirst && dst[0] == src) streamFirst = false;
   const void* first = nullptr;  // the destination that is not the source, read back per tile
-  for (int d = 0; d < ndst; ++d) {
+  for (int d = streamFirst ? 1 : 0; d < ndst; ++d) {
     if (dst[d] != src && first == nullptr) first = dst[d];
   }
-  if (first == nullptr) return;  // in place everywhere
+  if (first == nullptr && !streamFirst) return;  // in place everywhere
   for (size_t off = 0; off < bytes; off += kTile) {
     const size_t n = bytes - off < kTile ? bytes - off : kTile;
-    std::memcpy(static_cast<char*>(const_cast<void*>(first)) + off,
-                static_cast<const char*>(src) + off, n);
-    for (int d = 0; d < ndst; ++d) {
+    const char* from = static_cast<const char*>(src) + off;
+    if (streamFirst) streamCopy(static_cast<char*>(dst[0]) + off, from, n);
+    if (first == nullptr) continue;
+    std::memcpy(static_cast<char*>(const_cast<void*>(first)) + off, from, n);
+    for (int d = streamFirst ? 1 : 0; d < ndst; ++d) {
       if (dst[d] == src || dst[d] == first) continue;
       std::memcpy(static_cast<char*>(dst[d]) + off, static_cast<const char*>(first) + off, n);
     }
@@ -130,7 +135,13 @@ bool PrimTask::tryStep() {
   // hands out the same slot until it is released or posted).
   const void* received[kMaxTaskPeers] = {};
   const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
+  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
   if (recvs) {
+    // A step that only moves one peer's data into the output (AllGather, Broadcast, the
+    // second half of a ring AllReduce) lets a connection that copies data in itself put it
+    // there directly; the step's own copy (or post-op) then runs in place.
+    if (links_.nrecv == 1 && (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend))
+      links_.recv[0]->pullInto(out, bytes);
     for (int i = 0; i < links_.nrecv; ++i) {
       size_t got = 0;
       uint32_t tag = 0;
@@ -144,7 +155,6 @@ bool PrimTask::tryStep() {
     }
   }
   const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
-  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
   // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
   // user buffer that stays put until the call returns - the output it writes, or an input sent
   // as it is - a connection that takes it gets that address instead of a filled slot.
@@ -186,7 +196,11 @@ bool PrimTask::tryStep() {
     if (i < nrecv) args.src[args.nsrc++] = received[i];
   }
   if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
-  if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
+  // The output, when written, is dst[0]: large calls stream it (CollOp::streamOutput).
+  if (algo::primWritesOutput(s.prim)) {
+    args.dst[args.ndst++] = out;
+    args.streamFirstDst = op_.streamOutput;
+  }
   if (sends)
     for (int i = 0; i < links_.nsend; ++i)
       if (!direct[i]) args.dst[args.ndst++] = slots[i];
@@ -196,7 +210,7 @@ bool PrimTask::tryStep() {
       isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (args.nsrc == 1 && !opApplies) {
-      copyToAll(args.src[0], args.dst, args.ndst, bytes);
+      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamFirstDst);
     } else {
       reduceCopy(op_.type, op_.reduce, args);
     }

@@ -48,6 +48,10 @@ struct ReduceCopyArgs {
   uint32_t preOpOnSource = 0;
   // Apply the op's post-op (SumPostDiv's divide) to the result: only the final step does.
   bool postOp = false;
+  // Write dst[0] with non-temporal (streaming) stores: no read-for-ownership of its lines and
+  // no cache pollution. For large outputs nobody reads soon; the call ends with a store fence.
+  // Other destinations (a peer's slot, read right after) are written normally. CPU only.
+  bool streamFirstDst = false;
 };
 
 }  // namespace loom

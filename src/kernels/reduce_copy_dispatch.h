@@ -41,4 +41,9 @@ void validateReduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyAr
 // Host memory, synchronous, single thread. See reduce_copy.h for what it computes.
 void reduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args);
 
+// memcpy whose stores to `dst` are non-temporal (no read-for-ownership, no cache pollution),
+// fenced before it returns; a plain memcpy where the CPU has no such stores. Bit-exact. For
+// large outputs that nobody reads right after (ReduceCopyArgs::streamFirstDst).
+void streamCopy(void* dst, const void* src, size_t bytes);
+
 }  // namespace loom

@@ -5,9 +5,10 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
-#if defined(__F16C__) || defined(__AVX512F__)
+#if defined(__F16C__) || defined(__AVX512F__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -28,6 +29,43 @@ LOOM_INLINE T loadAt(const unsigned char* p, size_t j) {
 template <typename T>
 LOOM_INLINE void storeAt(unsigned char* p, size_t j, T v) {
   memcpy(p + j * sizeof(T), &v, sizeof(T));
+}
+
+// Copies n bytes from a tile in L1 to p (any alignment) with non-temporal stores for the
+// aligned middle: no read-for-ownership of p's lines, and they do not evict useful ones.
+LOOM_INLINE void streamBytes(unsigned char* p, const unsigned char* in, size_t n) {
+#if defined(__AVX2__)
+  constexpr size_t kVec = 32;
+#elif defined(__SSE2__)
+  constexpr size_t kVec = 16;
+#else
+  constexpr size_t kVec = 0;
+#endif
+  if constexpr (kVec == 0) {
+    memcpy(p, in, n);
+  } else {
+    size_t head = (kVec - reinterpret_cast<uintptr_t>(p) % kVec) % kVec;
+    if (head > n) head = n;
+    memcpy(p, in, head);
+    size_t j = head;
+    for (; j + kVec <= n; j += kVec) {
+#if defined(__AVX2__)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p + j),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + j)));
+#elif defined(__SSE2__)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p + j),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j)));
+#endif
+    }
+    memcpy(p + j, in + j, n - j);
+  }
+}
+
+// Orders streamed stores before the stores that publish them (a posted slot, a flag).
+LOOM_INLINE void streamFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 
 // Whether loadTile/storeTile have a hardware path for T here; the reduce loop then converts a

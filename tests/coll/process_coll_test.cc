@@ -28,6 +28,8 @@ void runProcesses(const std::string& scenario, int nranks, const std::string& tr
   std::vector<std::string> env{"LOOM_SOCKET_IFNAME=lo"};
   if (getenv("LOOM_TIMEOUT") == nullptr) env.push_back("LOOM_TIMEOUT=60");
   if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
+  // Every call's output written with streaming stores (large calls only by default).
+  if (transport == "shmstream") env.push_back("LOOM_STREAM_STORE_THRESHOLD=1");
   if (transport == "cma") {
     // Every step pulled with process_vm_readv, over many small slots.
     env.insert(env.end(), {"LOOM_SHM_CMA_THRESHOLD=1", "LOOM_BUFFSIZE=65536", "LOOM_DEBUG=INFO",
@@ -79,7 +81,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
                          ::testing::Values(Param{"all", 2, "shm"}, Param{"all", 5, "socket"},
-                                           Param{"all", 2, "cma"}, Param{"all", 3, "cma"}),
+                                           Param{"all", 2, "cma"}, Param{"all", 3, "cma"},
+                                           Param{"all", 3, "shmstream"}),
                          paramName);
 
 }  // namespace

@@ -115,7 +115,8 @@ TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmFailsInit) {
   const std::pair<const char*, const char*> cases[] = {{"LOOM_PROTO", "carrier-pigeon"},
                                                        {"LOOM_ALGO", "telepathy"},
                                                        {"LOOM_LL_THRESHOLD", "-5"},
-                                                       {"LOOM_EXCHANGE_THRESHOLD", "-1"}};
+                                                       {"LOOM_EXCHANGE_THRESHOLD", "-1"},
+                                                       {"LOOM_STREAM_STORE_THRESHOLD", "-2"}};
   for (const auto& [name, value] : cases) {
     test::ScopedEnv env(name, value);
     loomComm_t comms[2] = {};

@@ -14,6 +14,7 @@
 
 #include "src/core/error.h"
 #include "src/kernels/reduce_copy.h"
+#include "src/kernels/reduce_copy_dispatch.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace loom {
@@ -81,17 +82,22 @@ void compareIsas(ReduceOpKind op, size_t count, uint64_t seed) {
   for (int d = 0; d < 2; ++d) out.emplace_back(count * sizeof(T), 5);
   args.dst[0] = out[0].data();
   args.dst[1] = out[1].data();
+  // Both ways of writing dst[0]: plain stores, and streaming ones (misaligned head and tail).
   for (CpuIsa isa : test::supportedIsas()) {
-    setCpuIsaForTesting(isa);
-    std::memset(out[0].data(), 0, count * sizeof(T));
-    std::memset(out[1].data(), 0, count * sizeof(T));
-    reduceCopy(DataTypeOf<T>::kType, op, args);
-    for (int d = 0; d < 2; ++d) {
-      const long long bad = test::firstMismatch<T>(
-          out[d].data(), reinterpret_cast<const unsigned char*>(expected.data()), count);
-      ASSERT_EQ(bad, -1) << cpuIsaName(isa) << " dst[" << d << "] differs at element " << bad
-                         << " (nsrc " << nsrc << ", count " << count << ")";
-      ASSERT_TRUE(out[d].guardsIntact());
+    for (bool stream : {false, true}) {
+      setCpuIsaForTesting(isa);
+      args.streamFirstDst = stream;
+      std::memset(out[0].data(), 0, count * sizeof(T));
+      std::memset(out[1].data(), 0, count * sizeof(T));
+      reduceCopy(DataTypeOf<T>::kType, op, args);
+      for (int d = 0; d < 2; ++d) {
+        const long long bad = test::firstMismatch<T>(
+            out[d].data(), reinterpret_cast<const unsigned char*>(expected.data()), count);
+        ASSERT_EQ(bad, -1) << cpuIsaName(isa) << (stream ? " streaming" : "") << " dst[" << d
+                           << "] differs at element " << bad << " (nsrc " << nsrc << ", count "
+                           << count << ")";
+        ASSERT_TRUE(out[d].guardsIntact());
+      }
     }
   }
 }
@@ -121,6 +127,25 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceCopyIsaTest,
                          [](const auto& info) {
                            return test::caseName(std::get<0>(info.param), std::get<1>(info.param));
                          });
+
+// streamCopy is a byte copy: every length around its 16- and 64-byte blocks, every
+// misalignment of source and destination, nothing written outside.
+TEST(StreamCopy, CopiesEveryByteAndNothingElse) {
+  std::mt19937_64 rng(7);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{63},
+                       size_t{64}, size_t{65}, size_t{127}, size_t{200}, size_t{70001}}) {
+    for (size_t srcOffset : {0, 1, 8, 13}) {
+      for (size_t dstOffset = 0; dstOffset < 20; ++dstOffset) {
+        test::GuardedBuffer src(bytes, srcOffset), dst(bytes, dstOffset);
+        for (size_t i = 0; i < bytes; ++i) src.data()[i] = static_cast<unsigned char>(rng());
+        streamCopy(dst.data(), src.data(), bytes);
+        ASSERT_EQ(std::memcmp(dst.data(), src.data(), bytes), 0)
+            << bytes << " bytes, offsets " << srcOffset << "/" << dstOffset;
+        ASSERT_TRUE(dst.guardsIntact()) << bytes << " bytes, dst offset " << dstOffset;
+      }
+    }
+  }
+}
 
 TEST(CpuIsa, DispatchSelectsSupportedVariants) {
   test::IsaGuard restore;

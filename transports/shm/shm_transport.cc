@@ -202,18 +202,26 @@ class ShmRecvConnection final : public RecvConnection {
         RemoteError, "rank ", peer_,
         " posted a direct step on a connection set up without them (corrupt ring)");
     if (direct_ == shm::DirectMode::kSameProcess) return reinterpret_cast<const void*>(address);
-    // CMA: one kernel copy into our slot (the sender left it unused), once per step.
+    // CMA: one kernel copy, once per step, into the caller's destination when it named one
+    // (pullInto) or else into our slot (the sender left it unused).
     if (pulled_ != head_ + 1) {
-      shm::cmaRead(senderPid_, reinterpret_cast<const void*>(address), ring_.slot(head_), n, peer_);
+      pulledTo_ = pullDst_ != nullptr && n <= pullCapacity_ ? pullDst_ : ring_.slot(head_);
+      shm::cmaRead(senderPid_, reinterpret_cast<const void*>(address), pulledTo_, n, peer_);
       pulled_ = head_ + 1;
     }
-    return ring_.slot(head_);
+    return pulledTo_;
+  }
+
+  void pullInto(void* dst, size_t capacity) override {
+    pullDst_ = dst;
+    pullCapacity_ = capacity;
   }
 
   void release() override {
     LOOM_ENFORCE(received_, InternalError, "shm release() from rank ", peer_,
                  " without a slot from tryReceive()");
     received_ = false;
+    pullDst_ = nullptr;
     if (registeredStep_) shm::countRegisteredStep();
     registeredStep_ = false;
     ++head_;
@@ -254,7 +262,10 @@ class ShmRecvConnection final : public RecvConnection {
   bool registeredStep_ = false;                   // the step from tryReceive() is one
   uint64_t head_ = 0;                             // our own copy: only we write head
   uint64_t tail_ = 0;                             // the sender's tail as last seen
-  uint64_t pulled_ = 0;  // 1 + the step whose direct data is in our slot already
+  uint64_t pulled_ = 0;       // 1 + the step whose direct data is pulled already
+  void* pulledTo_ = nullptr;  // where it went
+  void* pullDst_ = nullptr;   // pullInto() for the current step
+  size_t pullCapacity_ = 0;
   bool received_ = false;
 };
 
