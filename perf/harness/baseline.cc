@@ -140,9 +140,9 @@ int baselineMain(int argc, char** argv, const std::string& program, const Baseli
           *b,
           *spec,
           isMain ? &rep : nullptr,
-          allocTouched(o.maxBytes),
-          allocTouched(o.maxBytes),
-          allocTouched(o.maxBytes)};
+          allocTouched(o.maxBytes, o.hugePages != 0),
+          allocTouched(o.maxBytes, o.hugePages != 0),
+          allocTouched(o.maxBytes, o.hugePages != 0)};
   std::vector<int> roots;
   if (!spec->hasRoot)
     roots = {-1};

@@ -1,8 +1,10 @@
 #include "perf/harness/job.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,15 +93,20 @@ std::vector<std::string> rankLines(const Job& job, ProcessGroup& group) {
 
 }  // namespace
 
-char* allocTouched(size_t bytes) {
+char* allocTouched(size_t bytes, bool hugePages) {
   // One allocation at the largest size, touched once here: first-touch page faults would
   // otherwise land in the measured loop.
-  size_t rounded = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
-  auto* p = static_cast<char*>(std::aligned_alloc(4096, rounded));
+  const size_t align = hugePages ? size_t{2} << 20 : 4096;
+  size_t rounded = std::max<size_t>((bytes + align - 1) / align * align, align);
+  auto* p = static_cast<char*>(std::aligned_alloc(align, rounded));
   if (p == nullptr) {
     std::fprintf(stderr, "loom perf: cannot allocate %zu bytes; lower -e\n", rounded);
     std::exit(2);
   }
+  // Before the first touch, so the pages are huge from the start (no khugepaged wait).
+  if (hugePages && madvise(p, rounded, MADV_HUGEPAGE) != 0)
+    std::fprintf(stderr, "# --huge_pages: madvise(MADV_HUGEPAGE) failed (%s); small pages\n",
+                 std::strerror(errno));
   std::memset(p, 0, rounded);
   return p;
 }
@@ -194,9 +201,10 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
     Rank& r = job.ranks[i];
     r.rank = l.proc * perProc + i;
     r.memAlloc = o.localRegister != 0;
-    r.send = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes);
-    r.recv = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes);
-    if (o.check) r.want = allocTouched(o.maxBytes);
+    const bool huge = o.hugePages != 0;
+    r.send = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes, huge);
+    r.recv = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes, huge);
+    if (o.check) r.want = allocTouched(o.maxBytes, huge);
   }
   initRanks(job, id);
   for (Rank& r : job.ranks) {

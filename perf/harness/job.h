@@ -63,8 +63,10 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
 void check(loomResult_t r, loomComm_t comm, const char* what);
 
 // `bytes` (at least one page) of page-aligned memory, allocated and touched once so first-touch
-// page faults stay out of measured loops; exits with a message when it cannot be had.
-char* allocTouched(size_t bytes);
+// page faults stay out of measured loops; exits with a message when it cannot be had. With
+// `hugePages`, 2 MiB-aligned and advised MADV_HUGEPAGE (transparent huge pages in madvise mode:
+// the kernel backs it with 2 MiB pages where it can, as a tuned application's allocator would).
+char* allocTouched(size_t bytes, bool hugePages);
 // The same from loomMemAlloc (-R): memory peer processes map, so steps move with one copy.
 char* memAllocTouched(size_t bytes);
 

@@ -68,6 +68,7 @@ std::string usage(const char* program) {
 	[-R,--local_register <0/1/2>] 1 or 2: send/recv buffers from loomMemAlloc (single copy between processes)
 	[-J,--output_file <file>] write the results as JSON (nccl-tests' layout)
 	[--device <cpu/cuda>]                 where buffers live (default cpu)
+	[--huge_pages <0/1>] 1: the buffers of every library ask for transparent huge pages
 	[-h,--help]
 Launch: -t N runs N ranks as threads; under mpirun one process per rank (MPI builds);
 otherwise RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS with LOOM_COMM_ID=host:port.
@@ -100,6 +101,7 @@ ParseStatus parseOptions(int argc, char** argv, Options* o, std::string* error) 
                                  {"local_register", required_argument, nullptr, 'R'},
                                  {"output_file", required_argument, nullptr, 'J'},
                                  {"device", required_argument, nullptr, 'D'},
+                                 {"huge_pages", required_argument, nullptr, 'H'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   optind = 0;  // full re-initialisation, so tests may parse several command lines
@@ -242,6 +244,11 @@ ParseStatus parseOptions(int argc, char** argv, Options* o, std::string* error) 
         if (std::strcmp(arg, "cpu") != 0 && std::strcmp(arg, "cuda") != 0)
           return fail(std::string("invalid value '") + arg + "' for --device: use cpu or cuda");
         o->device = arg;
+        break;
+      case 'H':
+        if (!intArg("--huge_pages", 0) || v > 1)
+          return fail(std::string("invalid value '") + arg + "' for --huge_pages: use 0 or 1");
+        o->hugePages = static_cast<int>(v);
         break;
       case 'h':
         return ParseStatus::kHelp;

@@ -32,6 +32,7 @@ struct Options {
   int average = 1;             // -a: time reported: 0 rank 0, 1 mean, 2 min, 3 max
   int reportCputime = 0;       // -C: report time to enqueue instead of time to complete
   int localRegister = 0;       // -R: 1 or 2 = send/recv buffers from loomMemAlloc
+  int hugePages = 0;           // --huge_pages 1: malloc'd buffers asked for huge pages (THP)
   int parallelInit = 0;        // -p: accepted for compatibility; ranks always init in parallel
   std::string jsonPath;        // -J: write nccl-tests' JSON report here
   std::string device = "cpu";  // --device cpu|cuda

@@ -153,6 +153,7 @@ void Reporter::preamble(const std::string& program, const Options& o,
     print("# Blocking Enabled: wait for completion and barrier after each collective \n");
   if (o.localRegister)
     print("# Registered buffers: send/recv from loomMemAlloc (-R %d)\n", o.localRegister);
+  if (o.hugePages) print("# Huge pages: malloc'd buffers advised MADV_HUGEPAGE (--huge_pages 1)\n");
   print("#\n");
   if (json_ != nullptr) {
     writer_.key("config");

@@ -105,6 +105,16 @@ TEST(PerfOptions, LocalRegisterSelectsLoomMemAlloc) {
   EXPECT_NE(err.find("-R"), std::string::npos) << err;
 }
 
+TEST(PerfOptions, HugePagesIsOffByDefaultAndTakesZeroOrOne) {
+  Options o;
+  std::string err;
+  EXPECT_EQ(o.hugePages, 0);
+  ASSERT_EQ(parse({"--huge_pages", "1"}, &o, &err), ParseStatus::kRun) << err;
+  EXPECT_EQ(o.hugePages, 1);
+  EXPECT_EQ(parse({"--huge_pages", "2"}, &o, &err), ParseStatus::kError);
+  EXPECT_NE(err.find("--huge_pages"), std::string::npos) << err;
+}
+
 TEST(PerfOptions, ErrorsNameTheFlag) {
   Options o;
   std::string err;
