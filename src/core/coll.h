@@ -47,7 +47,7 @@ struct CollOp {
   int peer = -1;                             // Send, Recv
   Algorithm algorithm = Algorithm::kRing;    // set at submission (choosePlan)
   transport::Protocol protocol = transport::Protocol::kSimple;  // likewise
-  bool streamOutput = false;  // likewise: host output written with non-temporal stores
+  bool streamStores = false;  // likewise: host steps write with non-temporal stores
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;

@@ -90,7 +90,7 @@ void choosePlan(CollOp& op) {
   const PlanChoice choice = state.choose(op.kind, bytes);
   op.algorithm = choice.algorithm;
   op.protocol = choice.protocol;
-  op.streamOutput = state.streamsOutput(bytes);
+  op.streamStores = state.streamsStores(bytes);
 }
 
 void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {

@@ -42,9 +42,9 @@ class PlannerState {
   // More ranks on this rank's host than the host has CPUs online: waiting ranks should yield
   // their CPU at once instead of spinning (executor.cc's Backoff).
   bool oversubscribed() const { return oversubscribed_; }
-  // Whether a host call of `bytes` per rank writes its output with non-temporal stores
-  // (LOOM_STREAM_STORE_THRESHOLD).
-  bool streamsOutput(size_t bytes) const { return streamMinBytes_ > 0 && bytes >= streamMinBytes_; }
+  // Whether a host call of `bytes` per rank writes its output and the peers' slots with
+  // non-temporal stores (LOOM_STREAM_STORE_THRESHOLD).
+  bool streamsStores(size_t bytes) const { return streamMinBytes_ > 0 && bytes >= streamMinBytes_; }
 
  private:
   PlanChoice decide(CollKind kind, size_t bytes) const;
@@ -65,9 +65,12 @@ class PlannerState {
   // from 64 KiB (48 vs 55 us).
   size_t exchangeMaxBytes_ = 0;
   bool oversubscribed_ = false;
-  // LOOM_STREAM_STORE_THRESHOLD. Default 8 MiB: 2 ranks, 16 MiB AllReduce with loomMemAlloc
-  // buffers 7.4 -> 8.2 GB/s (the output's lines are no longer read before being written);
-  // below a few MiB the output may still be in cache when the caller reads it.
+  // LOOM_STREAM_STORE_THRESHOLD, default 1 MiB. Measured with 2 processes: a slot of a large
+  // call is read by the peer after it left the writer's L2, and a line served from another
+  // core's cache is slower here than one from memory; the output's lines are no longer read
+  // before being overwritten. AllReduce 16 MiB 4.9 -> 8.3 GB/s, 256 MiB 4.1 -> 7.8 (all
+  // stores streamed vs plain); streaming only the output gave 6.0 -> 6.2. Below ~1 MiB the
+  // data may still be in cache when the peer or the caller reads it.
   size_t streamMinBytes_ = 0;
   size_t slotBytes_ = 0;
   size_t p2pSlotBytes_ = 0;

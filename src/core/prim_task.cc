@@ -15,23 +15,25 @@ namespace {
 // A pure copy to every destination, bit-exact: one read of the source. With several
 // destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
 // when the others read it, instead of reading the whole source once per destination.
-// With `streamFirst`, dst[0] is written with non-temporal stores (streamCopy) and the others
-// read the tile from the source instead, which is still in cache.
-void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool streamFirst) {
+// With `stream`, every destination is written with non-temporal stores (streamCopy), each
+// from the source's tile, which the first one brought into cache.
+void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool stream) {
   constexpr size_t kTile = 64 * 1024;
-  if (streamFirst && dst[0] == src) streamFirst = false;
   const void* first = nullptr;  // the destination that is not the source, read back per tile
-  for (int d = streamFirst ? 1 : 0; d < ndst; ++d) {
+  for (int d = 0; d < ndst; ++d) {
     if (dst[d] != src && first == nullptr) first = dst[d];
   }
-  if (first == nullptr && !streamFirst) return;  // in place everywhere
+  if (first == nullptr) return;  // in place everywhere
   for (size_t off = 0; off < bytes; off += kTile) {
     const size_t n = bytes - off < kTile ? bytes - off : kTile;
     const char* from = static_cast<const char*>(src) + off;
-    if (streamFirst) streamCopy(static_cast<char*>(dst[0]) + off, from, n);
-    if (first == nullptr) continue;
+    if (stream) {
+      for (int d = 0; d < ndst; ++d)
+        if (dst[d] != src) streamCopy(static_cast<char*>(dst[d]) + off, from, n);
+      continue;
+    }
     std::memcpy(static_cast<char*>(const_cast<void*>(first)) + off, from, n);
-    for (int d = streamFirst ? 1 : 0; d < ndst; ++d) {
+    for (int d = 0; d < ndst; ++d) {
       if (dst[d] == src || dst[d] == first) continue;
       std::memcpy(static_cast<char*>(dst[d]) + off, static_cast<const char*>(first) + off, n);
     }
@@ -196,11 +198,8 @@ bool PrimTask::tryStep() {
     if (i < nrecv) args.src[args.nsrc++] = received[i];
   }
   if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
-  // The output, when written, is dst[0]: large calls stream it (CollOp::streamOutput).
-  if (algo::primWritesOutput(s.prim)) {
-    args.dst[args.ndst++] = out;
-    args.streamFirstDst = op_.streamOutput;
-  }
+  if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
+  args.streamStores = op_.streamStores;  // large calls (LOOM_STREAM_STORE_THRESHOLD)
   if (sends)
     for (int i = 0; i < links_.nsend; ++i)
       if (!direct[i]) args.dst[args.ndst++] = slots[i];
@@ -210,7 +209,7 @@ bool PrimTask::tryStep() {
       isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (args.nsrc == 1 && !opApplies) {
-      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamFirstDst);
+      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
     } else {
       reduceCopy(op_.type, op_.reduce, args);
     }

@@ -101,23 +101,22 @@ void reduceCopy(const ReduceCopyArgs& args) {
       }
     }
     // Every source of this tile has been read, so a destination equal to a source is safe.
-    unsigned char* dst0 = static_cast<unsigned char*>(args.dst[0]) + offset;
-    const unsigned char* result = dst0;
-    alignas(64) unsigned char staged[kReduceTile * sizeof(T)];
-    if (args.streamFirstDst) {
-      // Converted in L1 first, then streamed out (and read from L1 by the other copies).
+    if (args.streamStores) {
+      // Converted in L1 first, then streamed out to every destination.
+      alignas(64) unsigned char staged[kReduceTile * sizeof(T)];
       storeTile<T>(acc, staged, n);
-      streamBytes(dst0, staged, n * sizeof(T));
-      result = staged;
-    } else {
-      storeTile<T>(acc, dst0, n);
+      for (int d = 0; d < args.ndst; ++d)
+        streamBytes(static_cast<unsigned char*>(args.dst[d]) + offset, staged, n * sizeof(T));
+      continue;
     }
+    unsigned char* dst0 = static_cast<unsigned char*>(args.dst[0]) + offset;
+    storeTile<T>(acc, dst0, n);
     for (int d = 1; d < args.ndst; ++d) {
       unsigned char* dst = static_cast<unsigned char*>(args.dst[d]) + offset;
-      if (dst != dst0) memcpy(dst, result, n * sizeof(T));
+      if (dst != dst0) memcpy(dst, dst0, n * sizeof(T));
     }
   }
-  if (args.streamFirstDst) streamFence();
+  if (args.streamStores) streamFence();
 }
 
 template <typename T>

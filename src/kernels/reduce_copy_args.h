@@ -48,10 +48,11 @@ struct ReduceCopyArgs {
   uint32_t preOpOnSource = 0;
   // Apply the op's post-op (SumPostDiv's divide) to the result: only the final step does.
   bool postOp = false;
-  // Write dst[0] with non-temporal (streaming) stores: no read-for-ownership of its lines and
-  // no cache pollution. For large outputs nobody reads soon; the call ends with a store fence.
-  // Other destinations (a peer's slot, read right after) are written normally. CPU only.
-  bool streamFirstDst = false;
+  // Write every destination with non-temporal (streaming) stores: no read-for-ownership of
+  // its lines, no cache pollution, and a peer reading a slot gets it from memory instead of
+  // from the writer's cache (slow between cores). For large calls; the call ends with a store
+  // fence, so a post after it publishes the data. CPU only.
+  bool streamStores = false;
 };
 
 }  // namespace loom

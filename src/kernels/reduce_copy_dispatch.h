@@ -43,7 +43,7 @@ void reduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args
 
 // memcpy whose stores to `dst` are non-temporal (no read-for-ownership, no cache pollution),
 // fenced before it returns; a plain memcpy where the CPU has no such stores. Bit-exact. For
-// large outputs that nobody reads right after (ReduceCopyArgs::streamFirstDst).
+// large calls (ReduceCopyArgs::streamStores).
 void streamCopy(void* dst, const void* src, size_t bytes);
 
 }  // namespace loom

@@ -82,11 +82,11 @@ void compareIsas(ReduceOpKind op, size_t count, uint64_t seed) {
   for (int d = 0; d < 2; ++d) out.emplace_back(count * sizeof(T), 5);
   args.dst[0] = out[0].data();
   args.dst[1] = out[1].data();
-  // Both ways of writing dst[0]: plain stores, and streaming ones (misaligned head and tail).
+  // Both ways of writing: plain stores, and streaming ones (misaligned heads and tails).
   for (CpuIsa isa : test::supportedIsas()) {
     for (bool stream : {false, true}) {
       setCpuIsaForTesting(isa);
-      args.streamFirstDst = stream;
+      args.streamStores = stream;
       std::memset(out[0].data(), 0, count * sizeof(T));
       std::memset(out[1].data(), 0, count * sizeof(T));
       reduceCopy(DataTypeOf<T>::kType, op, args);
