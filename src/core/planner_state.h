@@ -65,12 +65,14 @@ class PlannerState {
   // from 64 KiB (48 vs 55 us).
   size_t exchangeMaxBytes_ = 0;
   bool oversubscribed_ = false;
-  // LOOM_STREAM_STORE_THRESHOLD, default 1 MiB. Measured with 2 processes: a slot of a large
+  // LOOM_STREAM_STORE_THRESHOLD, default 4 MiB. Measured with 2 processes: a slot of a large
   // call is read by the peer after it left the writer's L2, and a line served from another
   // core's cache is slower here than one from memory; the output's lines are no longer read
   // before being overwritten. AllReduce 16 MiB 4.9 -> 8.3 GB/s, 256 MiB 4.1 -> 7.8 (all
-  // stores streamed vs plain); streaming only the output gave 6.0 -> 6.2. Below ~1 MiB the
-  // data may still be in cache when the peer or the caller reads it.
+  // stores streamed vs plain); streaming only the output gave 6.0 -> 6.2. At 1 MiB streaming
+  // won 5.8 -> 6.9 in one state of the VM and lost 16.5 -> 5.9 in another, where a call's
+  // whole working set (about 6x its size over two ranks) stayed in the 32 MiB L3; from 4 MiB
+  // it does not fit.
   size_t streamMinBytes_ = 0;
   size_t slotBytes_ = 0;
   size_t p2pSlotBytes_ = 0;
