@@ -4,7 +4,10 @@
 //     latency over shared memory), and both writing their own line and waiting for the
 //     other's (the floor of a 2-rank exchange);
 //   - one loopback TCP stream, and two streams in opposite directions at once (what a 2-rank
-//     ring needs: every rank sends and receives the same bytes at the same time).
+//     ring needs: every rank sends and receives the same bytes at the same time);
+//   - the memory traffic two processes reach copying large buffers at once (what every large
+//     host collective is bound by: docs/performance.md divides it by the bytes a collective
+//     moves per byte of data).
 // Usage: host_limits [MiB per TCP transfer, default 1024]
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -160,6 +164,35 @@ void tcp(size_t total) {
   close(childEnd);
 }
 
+// Two processes each memcpy a 64 MiB buffer into another, 8 times, starting together: reads
+// plus writes of both, per second. (glibc copies that large with non-temporal stores, as loom's
+// large calls do, so there is no read-for-ownership to count.)
+void memoryTraffic() {
+  constexpr size_t kBytes = size_t{64} << 20;
+  constexpr int kRounds = 8;
+  auto* start = static_cast<Line*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (start == MAP_FAILED) die("mmap");
+  auto copyRounds = [&](bool parent) {
+    std::vector<char> from(kBytes, 1), to(kBytes, 2);  // touched here, before the clock
+    start->value.fetch_add(1);
+    while (start->value.load() < 2) {
+    }
+    const auto t0 = Clock::now();
+    for (int r = 0; r < kRounds; ++r) {
+      memcpy(to.data(), from.data(), kBytes);
+      from[static_cast<size_t>(r) * 4096] = to[kBytes - 1];  // keeps every copy
+    }
+    const double t = secondsSince(t0);
+    if (!parent) return 0.0;
+    return t;
+  };
+  const double seconds = withChild([&] { copyRounds(false); }, [&] { return copyRounds(true); });
+  printf("memory traffic of two processes copying 64 MiB at once: %.1f GB/s (reads + writes)\n",
+         2.0 * 2.0 * kRounds * kBytes / seconds / 1e9);
+  munmap(start, 4096);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,5 +203,6 @@ int main(int argc, char** argv) {
   }
   cacheLines();
   tcp(static_cast<size_t>(mib) << 20);
+  memoryTraffic();
   return 0;
 }

@@ -72,7 +72,8 @@ if(Python3_FOUND)
   # (its table and ratios; Open MPI and Gloo columns where they are built).
   add_test(NAME perf_smoke_host_limits COMMAND $<TARGET_FILE:host_limits> 8)
   set_tests_properties(perf_smoke_host_limits PROPERTIES TIMEOUT 120
-    PASS_REGULAR_EXPRESSION "opposite loopback TCP streams at once: [0-9.]+ GB/s each direction")
+    PASS_REGULAR_EXPRESSION
+      "each direction[\r\n]+memory traffic of two processes copying 64 MiB at once: [0-9.]+ GB/s")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)

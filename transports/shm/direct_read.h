@@ -9,9 +9,11 @@
 // different processes read each other's memory when it comes from loomMemAlloc (registered
 // regions, src/core/mem_alloc.h): the sender posts (region id, offset), the receiver maps the
 // region once (registered_read.h) and reads in place, as threads do. Other memory of another
-// process can be pulled with process_vm_readv (CMA): one kernel copy into the receiver's slot,
-// saving the sender's copy; whether that is faster depends on the machine (it pins pages and
-// crosses into the kernel), so it is opt-in by step size (LOOM_SHM_CMA_THRESHOLD).
+// process can be pulled with process_vm_readv (CMA): one kernel copy, saving the sender's
+// copy, straight into the receiver's output when the step only moves data there
+// (RecvConnection::pullInto) and into its slot otherwise; whether that is faster depends on
+// the machine (it pins every page as it goes: ~0.5 us per 4 KiB page in the reference VM, far
+// less with huge pages), so it is opt-in by step size (LOOM_SHM_CMA_THRESHOLD).
 //
 // Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
 // reuse numbers), and CMA is enabled for a pair only after the sender read the receiver's
@@ -31,7 +33,7 @@ namespace loom::transport::shm {
 enum class DirectMode : uint8_t {
   kNone = 0,         // always through the ring
   kSameProcess = 1,  // the receiver reads the sender's address
-  kCma = 2,          // the receiver pulls with process_vm_readv into its slot
+  kCma = 2,          // the receiver pulls with process_vm_readv (into its output or slot)
   kRegistered = 4,   // the receiver reads the sender's loomMemAlloc regions through its mapping
 };
 constexpr DirectMode operator|(DirectMode a, DirectMode b) {
