@@ -173,7 +173,7 @@ void memoryTraffic() {
   auto* start = static_cast<Line*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (start == MAP_FAILED) die("mmap");
-  auto copyRounds = [&](bool parent) {
+  auto copyRounds = [&] {
     std::vector<char> from(kBytes, 1), to(kBytes, 2);  // touched here, before the clock
     start->value.fetch_add(1);
     while (start->value.load() < 2) {
@@ -183,11 +183,9 @@ void memoryTraffic() {
       memcpy(to.data(), from.data(), kBytes);
       from[static_cast<size_t>(r) * 4096] = to[kBytes - 1];  // keeps every copy
     }
-    const double t = secondsSince(t0);
-    if (!parent) return 0.0;
-    return t;
+    return secondsSince(t0);
   };
-  const double seconds = withChild([&] { copyRounds(false); }, [&] { return copyRounds(true); });
+  const double seconds = withChild([&] { copyRounds(); }, [&] { return copyRounds(); });
   printf("memory traffic of two processes copying 64 MiB at once: %.1f GB/s (reads + writes)\n",
          2.0 * 2.0 * kRounds * kBytes / seconds / 1e9);
   munmap(start, 4096);

@@ -3,16 +3,12 @@
 // anything (std::string, exceptions) that could be emitted out of line with ISA flags.
 #include <atomic>
 #include <cstdint>
-#include <cstring>
-
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
 
 #include "src/core/error.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "src/kernels/reduce_copy_isa.h"
+#include "src/kernels/tile_convert.h"
 
 namespace loom {
 namespace {
@@ -181,33 +177,8 @@ void reduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args
 }
 
 void streamCopy(void* dst, const void* src, size_t bytes) {
-  auto* d = static_cast<unsigned char*>(dst);
-  const auto* s = static_cast<const unsigned char*>(src);
-#if defined(__SSE2__)
-  // Plain copies up to the first 16-byte boundary of dst and after the last one.
-  size_t head = (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16;
-  if (head > bytes) head = bytes;
-  std::memcpy(d, s, head);
-  size_t i = head;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
-  }
-  for (; i + 16 <= bytes; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
-  }
-  std::memcpy(d + i, s + i, bytes - i);
-  _mm_sfence();
-#else
-  std::memcpy(d, s, bytes);
-#endif
+  streamBytes(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes);
+  streamFence();
 }
 
 }  // namespace loom

@@ -31,8 +31,10 @@ LOOM_INLINE void storeAt(unsigned char* p, size_t j, T v) {
   memcpy(p + j * sizeof(T), &v, sizeof(T));
 }
 
-// Copies n bytes from a tile in L1 to p (any alignment) with non-temporal stores for the
+// Copies n bytes from `in` to p (any alignment of either) with non-temporal stores for p's
 // aligned middle: no read-for-ownership of p's lines, and they do not evict useful ones.
+// Unfenced: streamFence() before publishing. (reduceCopy streams its tiles with it, and the
+// dispatcher's streamCopy is it plus the fence.)
 LOOM_INLINE void streamBytes(unsigned char* p, const unsigned char* in, size_t n) {
 #if defined(__AVX2__)
   constexpr size_t kVec = 32;
