@@ -36,6 +36,10 @@ struct RingControl {
   // The receiver's verdict on registered steps, written once at setup: 0 not yet (the sender
   // copies through the ring meanwhile), 1 it maps the sender's regions, 2 it may not.
   std::atomic<uint32_t> registeredVerdict{0};
+  // The same for CMA steps: the receiver reads the sender's memory, so only the receiver can
+  // tell whether the kernel lets it (ptrace rules are not symmetric: a process that is not
+  // dumpable may read others and not be read).
+  std::atomic<uint32_t> cmaVerdict{0};
   // The receiver sleeps on dataBell until the sender posts, the sender on spaceBell until the
   // receiver releases (wait.h). Own lines: the flags are read by every post and release.
   alignas(kCacheLine) Doorbell dataBell;

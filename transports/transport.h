@@ -72,9 +72,11 @@ class SendConnection {
   virtual WaitArm armWait(WaitSet& set, bool drain) = 0;
   // Single-copy posting (shm/direct_read.h). True if a step of `bytes` at `data` may be
   // posted as the address of data in this process that stays unchanged until drained(): then,
-  // after tryAcquire(), postDirect() replaces filling the slot and post().
-  virtual bool acceptsDirect(const void* data, size_t bytes) const {
-    (void)data, (void)bytes;
+  // after tryAcquire(), postDirect() replaces filling the slot and post(). `mayPull`: the call
+  // lets the receiver pull the step with a system call (CMA; src/core/pull_policy.h decides);
+  // steps the receiver reads in place (same process, registered regions) do not depend on it.
+  virtual bool acceptsDirect(const void* data, size_t bytes, bool mayPull) const {
+    (void)data, (void)bytes, (void)mayPull;
     return false;
   }
   virtual void postDirect(const void* data, size_t bytes, uint32_t tag) {

@@ -48,6 +48,8 @@ struct CollOp {
   Algorithm algorithm = Algorithm::kRing;    // set at submission (choosePlan)
   transport::Protocol protocol = transport::Protocol::kSimple;  // likewise
   bool streamStores = false;  // likewise: host steps write with non-temporal stores
+  // Set by the executor (pull_policy.h): steps between processes may be pulled with CMA.
+  bool mayPull = false;
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;

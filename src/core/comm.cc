@@ -14,6 +14,7 @@
 #include "src/core/logging.h"
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
+#include "src/core/pull_policy.h"
 #include "src/topo/system_exchange.h"
 #include "src/tune/comm_topology.h"
 #include "transports/registry.h"
@@ -137,6 +138,7 @@ void Comm::exchangeRankInfo() {
   std::call_once(envLogged, logEnvTable);
   discoverTopology();
   plannerState_ = std::make_unique<PlannerState>(*this);
+  pullPolicy_ = std::make_unique<PullPolicy>(PullPolicy::fromEnv());
   LOOM_INFO(
       kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ", localRanks,
       ", device ",

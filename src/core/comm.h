@@ -48,6 +48,7 @@ struct RankInfo {
 };
 
 class PlannerState;
+class PullPolicy;
 
 class Comm : public loomComm {
  public:
@@ -103,6 +104,8 @@ class Comm : public loomComm {
   // Held while operations of this communicator move data (one executor at a time).
   std::mutex& executionMutex() { return executionMutex_; }
   AbortFlag abortFlag() const { return &abort_; }
+  // Whether a call's steps may be pulled with CMA (pull_policy.h); used under executionMutex().
+  PullPolicy& pullPolicy() { return *pullPolicy_; }
   // Numbers operations, for messages ("AllReduce #12").
   uint64_t nextOpNumber() { return ++opCounter_; }
   // Reduction ops made by loomRedOpCreatePreMulSum: handle values from loomNumOps up.
@@ -157,6 +160,7 @@ class Comm : public loomComm {
   std::vector<RankInfo> rankInfos_;
   std::vector<int> ringOrder_;
   std::unique_ptr<PlannerState> plannerState_;
+  std::unique_ptr<PullPolicy> pullPolicy_;
   int ringPosition_ = 0;
   int channels_ = 1;
   std::map<ConnectionKey, std::unique_ptr<transport::SendConnection>> sends_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "src/core/logging.h"
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
+#include "src/core/pull_policy.h"
 #include "src/core/schedules.h"
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
@@ -233,6 +235,17 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     std::vector<std::unique_ptr<PrimTask>>& tasks;
     ~ClearTasks() { tasks.clear(); }
   } clearTasks{tasks};
+  // A single call chooses whether its steps between processes may be pulled with CMA and
+  // reports how long it took (pull_policy.h); the ops of a group pull only in "always" mode.
+  PullPolicy::Ticket pull;
+  if (ops.size() == 1) {
+    CollOp& op = ops.front();
+    pull = op.comm->pullPolicy().decide(op.kind, op.count * dataTypeSize(op.type));
+    op.mayPull = pull.pull;
+  } else {
+    for (CollOp& op : ops) op.mayPull = op.comm->pullPolicy().pullsAlways();
+  }
+  const auto start = std::chrono::steady_clock::now();
   bool anySelf = false;
   scratch.firstTask.assign(ops.size(), 0);
   for (const CollOp& op : ops) {
@@ -263,6 +276,11 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
   taskPtrs.clear();
   for (auto& t : tasks) taskPtrs.push_back(t.get());
   runTaskLoop(TaskLoop{taskPtrs, scratch.before, scratch.sends, scratch.recvs, comms});
+  if (pull.group >= 0) {
+    const auto took = std::chrono::steady_clock::now() - start;
+    ops.front().comm->pullPolicy().record(
+        pull, static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
+  }
 }
 
 }  // namespace

@@ -159,19 +159,23 @@ bool PrimTask::tryStep() {
   const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
   // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
   // user buffer that stays put until the call returns - the output it writes, or an input sent
-  // as it is - a connection that takes it gets that address instead of a filled slot.
-  const void* directSource = nullptr;
-  if (sends) {
-    if (algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput)
-      directSource = out;
-    else if (s.prim == algo::Prim::kSend && directInput_)
-      directSource = in;
-  }
+  // as it is - a connection that takes it gets that address instead of a filled slot. A pure
+  // copy sends its input rather than the copy it just wrote: the same bytes, but lines the
+  // peer can read without taking them out of this core's cache first.
+  const bool opApplies =
+      isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
+  const bool inputGoes = directInput_ && (s.prim == algo::Prim::kSend ||
+                                          (s.prim == algo::Prim::kCopySend && !opApplies));
+  const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
   void* slots[kMaxTaskPeers] = {};
-  bool direct[kMaxTaskPeers] = {};
+  const void* direct[kMaxTaskPeers] = {};  // the address a link posts instead of a slot
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
-      direct[i] = directSource != nullptr && links_.send[i]->acceptsDirect(directSource, bytes);
+      transport::SendConnection& link = *links_.send[i];
+      if (inputGoes && link.acceptsDirect(in, bytes, op_.mayPull))
+        direct[i] = in;
+      else if (outputGoes && link.acceptsDirect(out, bytes, op_.mayPull))
+        direct[i] = out;
       slots[i] = links_.send[i]->tryAcquire();
       if (slots[i] == nullptr) {
         wait_ = Wait::kSlot;
@@ -205,8 +209,6 @@ bool PrimTask::tryStep() {
       if (!direct[i]) args.dst[args.ndst++] = slots[i];
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
-  const bool opApplies =
-      isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (args.nsrc == 1 && !opApplies) {
       copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
@@ -219,7 +221,7 @@ bool PrimTask::tryStep() {
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
       if (direct[i])
-        links_.send[i]->postDirect(directSource, bytes, signature_);
+        links_.send[i]->postDirect(direct[i], bytes, signature_);
       else
         links_.send[i]->post(bytes, signature_);
     }

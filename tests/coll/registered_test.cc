@@ -200,6 +200,14 @@ TEST(RegisteredProcesses, RefusedPermissionFallsBackToTheRing) {
   if (at != std::string::npos) {
     EXPECT_EQ(text.find("may not map", at + 1), std::string::npos) << "logged twice: " << text;
   }
+  // CMA (on by default) is refused the same way, by the receiver's own probe: rank 0 may not
+  // read rank 1, so rank 1 never posts a step rank 0 would have to pull (the calls above would
+  // have failed with EPERM), while rank 1 may pull from rank 0.
+  EXPECT_NE(text.find("may not read its memory with process_vm_readv"), std::string::npos)
+      << file << ": " << text;
+  std::ifstream in1(strCat(log, ".", o.pids[1]));
+  std::string text1((std::istreambuf_iterator<char>(in1)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text1.find("this rank pulls with CMA"), std::string::npos) << text1;
   std::remove(file.c_str());
   std::remove(strCat(log, ".", o.pids[1]).c_str());
 }

@@ -58,13 +58,15 @@ DirectMode chooseDirectMode(const ProcessIdentity& receiver) {
   DirectMode mode = DirectMode::kNone;
   if (envInt(EnvVar::LOOM_SHM_REGISTERED) != 0 && me.identityFd >= 0)
     mode = DirectMode::kRegistered;
-  if (cmaThreshold() == 0) return mode;
-  // The pid must name the receiver in our pid namespace, and the kernel must let us read it.
+  return cmaThreshold() > 0 ? mode | DirectMode::kCma : mode;
+}
+
+bool mayPullFrom(const ProcessIdentity& sender) {
   uint64_t seen = 0;
   iovec local{&seen, sizeof(seen)};
-  iovec remote{reinterpret_cast<void*>(receiver.tokenAddress), sizeof(seen)};
-  const ssize_t n = process_vm_readv(receiver.pid, &local, 1, &remote, 1, 0);
-  return n == sizeof(seen) && seen == receiver.token ? mode | DirectMode::kCma : mode;
+  iovec remote{reinterpret_cast<void*>(sender.tokenAddress), sizeof(seen)};
+  const ssize_t n = process_vm_readv(sender.pid, &local, 1, &remote, 1, 0);
+  return n == sizeof(seen) && seen == sender.token;
 }
 
 void cmaRead(int32_t pid, const void* remote, void* local, size_t bytes, int peer) {

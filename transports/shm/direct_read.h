@@ -58,9 +58,13 @@ ProcessIdentity thisProcess();
 // The sender's choice for a connection toward `receiver`: same process when the tokens
 // match and LOOM_SHM_DIRECT allows it. Between processes: registered regions when
 // LOOM_SHM_REGISTERED allows it (the receiver still has to prove it may take our fds, see
-// registered_read.h), plus CMA when LOOM_SHM_CMA_THRESHOLD > 0 and reading the receiver's
-// token through process_vm_readv works; otherwise none.
+// registered_read.h), plus CMA when LOOM_SHM_CMA_THRESHOLD > 0 (the receiver still has to
+// prove it may read our memory: mayPullFrom); otherwise none.
 DirectMode chooseDirectMode(const ProcessIdentity& receiver);
+
+// The receiver's probe at setup: whether process_vm_readv of `sender`'s token returns that
+// token (the pid names the right process in our pid namespace and the kernel lets us read it).
+bool mayPullFrom(const ProcessIdentity& sender);
 
 // Steps of at least this many bytes go direct in CMA mode (LOOM_SHM_CMA_THRESHOLD; 0: never).
 size_t cmaThreshold();

@@ -62,18 +62,20 @@ class ShmSendConnection final : public SendConnection {
         direct_(direct),
         cmaMin_(shm::hasMode(direct, shm::DirectMode::kCma) ? shm::cmaThreshold() : 0) {}
 
-  bool acceptsDirect(const void* data, size_t bytes) const override {
+  bool acceptsDirect(const void* data, size_t bytes, bool mayPull) const override {
     if (direct_ == shm::DirectMode::kNone || bytes > ring_.slotBytes) return false;
     if (direct_ == shm::DirectMode::kSameProcess) return bytes >= kDirectMin;
     if (registeredRegion(data, bytes)) return true;
-    return shm::hasMode(direct_, shm::DirectMode::kCma) && bytes >= cmaMin_;
+    if (!mayPull || !shm::hasMode(direct_, shm::DirectMode::kCma) || bytes < cmaMin_) return false;
+    if (cmaVerdict_ == 0) cmaVerdict_ = ring_.control->cmaVerdict.load(std::memory_order_acquire);
+    return cmaVerdict_ == 1;
   }
 
   void postDirect(const void* data, size_t bytes, uint32_t tag) override {
     const uint64_t i = tail_ % kSlots;
     const std::optional<MemRegion> region = registeredRegion(data, bytes);
-    LOOM_ENFORCE(acquired_ && (region || acceptsDirect(data, bytes)), InternalError,
-                 "shm postDirect() of ", bytes, " bytes to rank ", peer_,
+    LOOM_ENFORCE(acquired_ && (region || acceptsDirect(data, bytes, /*mayPull=*/true)),
+                 InternalError, "shm postDirect() of ", bytes, " bytes to rank ", peer_,
                  " without a slot or on a connection that does not take it");
     if (region) {
       ring_.control->region[i] = region->id;
@@ -155,8 +157,9 @@ class ShmSendConnection final : public SendConnection {
   RingView ring_;
   int peer_;
   shm::DirectMode direct_;
-  size_t cmaMin_;                 // smallest step pulled with CMA
-  mutable uint32_t verdict_ = 0;  // RingControl::registeredVerdict as last seen
+  size_t cmaMin_;                    // smallest step pulled with CMA
+  mutable uint32_t verdict_ = 0;     // RingControl::registeredVerdict as last seen
+  mutable uint32_t cmaVerdict_ = 0;  // RingControl::cmaVerdict as last seen
   // The last registeredRegion() lookup, forgotten at each post: a region freed and another
   // allocated at the same address must be looked up again.
   mutable const void* lookedUpData_ = nullptr;
@@ -289,6 +292,19 @@ class ShmPendingRecv final : public PendingRecv {
       static_cast<RingControl*>(segment_.data())
           ->registeredVerdict.store(regions != nullptr ? 1 : 2, std::memory_order_release);
     }
+    if (shm::hasMode(mode, shm::DirectMode::kCma)) {
+      // Likewise for CMA: the sender pulls nothing by address until we proved we may read it.
+      const bool may = shm::mayPullFrom(a.sender);
+      if (may)
+        LOOM_INFO(kLogShm, "rank ", peer_, " -> this rank: single-copy steps from ",
+                  shm::cmaThreshold(), " bytes (this rank pulls with CMA)");
+      else
+        LOOM_INFO(kLogShm, "rank ", peer_,
+                  " -> this rank: may not read its memory with "
+                  "process_vm_readv (ptrace rules); steps copy through the shared ring");
+      static_cast<RingControl*>(segment_.data())
+          ->cmaVerdict.store(may ? 1 : 2, std::memory_order_release);
+    }
     return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_, mode,
                                                a.sender.pid, std::move(regions));
   }
@@ -360,7 +376,7 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
   }
   if (shm::hasMode(direct, shm::DirectMode::kCma)) {
     LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
-              ": single-copy steps from ", shm::cmaThreshold(), " bytes (receiver pulls with CMA)");
+              ": CMA offered from ", shm::cmaThreshold(), " bytes (the receiver checks it may)");
   }
   return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer, direct);
 }

@@ -79,7 +79,7 @@ class SocketSendConnection final : public SendConnection {
   // Zero-copy sends: the data goes to the kernel straight from the caller's buffer (the
   // header still comes from the slot), saving the copy into the slot. The buffer stays
   // untouched until drained(), which the executor waits for before the call returns.
-  bool acceptsDirect(const void* /*data*/, size_t bytes) const override {
+  bool acceptsDirect(const void* /*data*/, size_t bytes, bool /*mayPull*/) const override {
     return bytes >= kDirectMinBytes && bytes <= ring_.slotBytes;
   }
   void postDirect(const void* data, size_t bytes, uint32_t tag) override;

@@ -1,0 +1,58 @@
+#include "src/core/pull_policy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "src/core/env.h"
+#include "src/core/error.h"
+#include "transports/shm/direct_read.h"
+
+namespace loom {
+
+PullPolicy PullPolicy::fromEnv() {
+  std::string mode = envString(EnvVar::LOOM_SHM_CMA_MODE);
+  for (char& ch : mode) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  LOOM_ENFORCE(mode == "auto" || mode == "always", InvalidArgument, "LOOM_SHM_CMA_MODE='",
+               envString(EnvVar::LOOM_SHM_CMA_MODE),
+               "' is not a mode; use auto or always (LOOM_SHM_CMA_THRESHOLD=0 turns CMA off)");
+  const size_t threshold = transport::shm::cmaThreshold();
+  if (threshold == 0) return PullPolicy(Mode::kNever, 0);
+  return PullPolicy(mode == "always" ? Mode::kAlways : Mode::kAuto, threshold);
+}
+
+PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
+  if (mode_ != Mode::kAuto || bytesPerRank < minStepBytes_)
+    return Ticket{mode_ == Mode::kAlways, -1};
+  int sizeClass = 0;
+  while (sizeClass + 1 < kSizeClasses && (size_t{2} << sizeClass) <= bytesPerRank) ++sizeClass;
+  const int index = static_cast<int>(kind) * kSizeClasses + sizeClass;
+  Group& g = groups_[static_cast<size_t>(index)];
+  const uint32_t call = g.calls++;
+  bool pull;
+  if (call < 2 * (kWarmupCalls + 1)) {
+    pull = call % 2 == 1;  // ring, pull, ring, ...: each way's first call is not counted
+  } else {
+    const bool pullFaster = g.meanNs[1] < g.meanNs[0];
+    pull = call % kExploreEvery == 0 ? !pullFaster : pullFaster;
+  }
+  return Ticket{pull, index};
+}
+
+void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
+  if (t.group < 0) return;
+  Group& g = groups_[static_cast<size_t>(t.group)];
+  const int way = t.pull ? 1 : 0;
+  const uint32_t seen = g.samples[way]++;
+  if (seen == 0) return;  // connection setup, first touches: not what the way costs
+  const double ns = static_cast<double>(nanoseconds);
+  if (seen == 1) {
+    g.meanNs[way] = ns;
+    return;
+  }
+  // One descheduled call must not flip the choice: a sample counts for at most 4x the mean.
+  const double m = g.meanNs[way];
+  g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / 4;
+}
+
+}  // namespace loom

@@ -1,0 +1,75 @@
+// Whether a call's steps between processes of one host may be pulled by the receiver with
+// CMA (transports/shm/direct_read.h: process_vm_readv from the sender's buffer, one kernel
+// copy) or go through the shared ring (two copies: into a slot, out of it). Decided per call
+// by measuring both ways, per collective and size (LOOM_SHM_CMA_MODE=auto, the default).
+//
+// Why measured and not a size rule. Which way is faster depends on how the two cores reach
+// each other's caches at the moment, not only on the size. The ring's receiver reads lines
+// the sender has just written, still dirty in the sender's cache; CMA reads the sender's
+// input, which is clean, but pays a system call and pins every page. On the reference VM the
+// cost of a dirty line between its two vCPUs switches every few minutes between ~100 and ~500
+// ns (host_limits' cache-line round trip); measured in one session, 2 processes, us per call:
+//   AllGather 64 KiB:  ring  5.9 / 18.5   CMA 5.3 / 6.3   (fast state / slow state)
+//   AllGather 1 MiB:   ring   48 / 248    CMA  57 / 63
+//   Broadcast 1 MiB:   ring   50 / 277    CMA 120 / 125
+//   ReduceScatter 1 MiB: ring 40 / 299    CMA  65 / 84
+// so no fixed threshold is right in both states (two sockets of a real machine look like the
+// slow state, two cores of one L3 like the fast one).
+//
+// How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
+// group's first calls alternate the two ways; after that it takes the way whose recent calls
+// were faster (a weighted mean of their times) and every kExploreEvery-th call tries the other
+// way again, so that a change of state is noticed within a few hundred calls. A group counts
+// only its own calls, so every rank that makes the same calls explores on the same ones (both
+// ends of a connection then change way together and the times compare like with like). The
+// choice only changes how bytes move, never which bytes arrive: a call is correct either way.
+//
+// Not thread-safe: used under the communicator's execution mutex (executor.cc).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "src/core/coll.h"
+
+namespace loom {
+
+class PullPolicy {
+ public:
+  enum class Mode : uint8_t { kNever, kAuto, kAlways };
+  // LOOM_SHM_CMA_MODE (auto, always) and LOOM_SHM_CMA_THRESHOLD (0: never). Throws
+  // InvalidArgument naming the variable for any other value.
+  static PullPolicy fromEnv();
+
+  static constexpr uint32_t kWarmupCalls = 2;  // per way; the first ones set up connections
+  static constexpr uint32_t kExploreEvery = 128;
+
+  // Steps smaller than `minStepBytes` are never pulled (LOOM_SHM_CMA_THRESHOLD): calls that
+  // small are not measured either, so they pay nothing for the policy.
+  PullPolicy(Mode mode, size_t minStepBytes) : mode_(mode), minStepBytes_(minStepBytes) {}
+
+  // What a call decided and must report back with its time.
+  struct Ticket {
+    bool pull = false;
+    int group = -1;  // -1: nothing to record (not in auto mode)
+  };
+  Ticket decide(CollKind kind, size_t bytesPerRank);
+  bool pullsAlways() const { return mode_ == Mode::kAlways; }
+  void record(const Ticket& t, uint64_t nanoseconds);
+
+ private:
+  struct Group {
+    uint32_t calls = 0;                 // decided so far
+    std::array<uint32_t, 2> samples{};  // recorded per way (0 ring, 1 pull)
+    std::array<double, 2> meanNs{};     // weighted mean time per call, per way
+  };
+  static constexpr int kSizeClasses = 48;
+  static constexpr int kKinds = 8;
+
+  Mode mode_;
+  size_t minStepBytes_;
+  std::array<Group, kKinds * kSizeClasses> groups_{};
+};
+
+}  // namespace loom
