@@ -1,11 +1,12 @@
 // Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): the first
-// calls of a group alternate, then the faster way wins and the other is retried every
-// kExploreEvery-th call; a change of the machine's state flips the choice; one slow call does
-// not; small calls and groups of other sizes or collectives are counted apart; a bad
+// calls of a group alternate, then the faster way wins and the other is retried on calls 16,
+// 48 and every kExploreEvery-th; a change of the machine's state flips the choice; one slow
+// call does not; small calls and groups of other sizes or collectives are counted apart; a bad
 // LOOM_SHM_CMA_MODE fails communicator init naming the variable.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "loom/loom.h"
 #include "src/core/pull_policy.h"
@@ -15,7 +16,6 @@ namespace loom {
 namespace {
 
 constexpr size_t kMin = 16384;
-constexpr uint32_t kWarmup = 2 * (PullPolicy::kWarmupCalls + 1);
 
 // Runs `calls` calls of one group, each taking ringNs or pullNs; returns how many pulled.
 int run(PullPolicy& p, int calls, uint64_t ringNs, uint64_t pullNs,
@@ -29,51 +29,55 @@ int run(PullPolicy& p, int calls, uint64_t ringNs, uint64_t pullNs,
   return pulled;
 }
 
-TEST(PullPolicy, WarmupAlternatesThenTheFasterWayWins) {
-  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
-  for (uint32_t i = 0; i < kWarmup; ++i) {
+// The ways of calls [0, n) of a group where pull is faster from the start.
+std::string ways(PullPolicy& p, int n, uint64_t ringNs, uint64_t pullNs) {
+  std::string s;
+  for (int i = 0; i < n; ++i) {
     const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
-    EXPECT_EQ(t.pull, i % 2 == 1) << "call " << i;
-    EXPECT_GE(t.group, 0);
-    p.record(t, t.pull ? 5000 : 9000);
+    EXPECT_EQ(t.call, static_cast<uint32_t>(i));
+    s += t.pull ? 'p' : 'r';
+    p.record(t, t.pull ? pullNs : ringNs);
   }
-  // The rest of the first kExploreEvery calls pull; call kExploreEvery tries the ring.
-  const int rest = static_cast<int>(PullPolicy::kExploreEvery - kWarmup);
-  EXPECT_EQ(run(p, rest, 9000, 5000), rest);
-  const PullPolicy::Ticket explore = p.decide(CollKind::kAllGather, 65536);
-  EXPECT_FALSE(explore.pull);
-  p.record(explore, 9000);
-  EXPECT_EQ(run(p, 10, 9000, 5000), 10);
+  return s;
+}
+
+TEST(PullPolicy, WarmupAlternatesThenTheFasterWayWinsAndTheOtherIsRetried) {
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+  const std::string s = ways(p, 300, 9000, 5000);
+  EXPECT_EQ(s.substr(0, 3), "rpr");
+  for (int i = 3; i < 300; ++i) {
+    const bool explore = i == 16 || i == 48 || i == 128 || i == 256;
+    EXPECT_EQ(s[i], explore ? 'r' : 'p') << "call " << i;
+  }
+  PullPolicy q(PullPolicy::Mode::kAuto, kMin);
+  const std::string t = ways(q, 50, 5000, 9000);
+  EXPECT_EQ(t, "rpr" + std::string(13, 'r') + "p" + std::string(31, 'r') + "p" + "r");
 }
 
 TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin);
-  const int period = static_cast<int>(PullPolicy::kExploreEvery);
-  run(p, period, 5000, 9000);                // ring faster: pulls only while warming up
-  EXPECT_EQ(run(p, period, 5000, 9000), 1);  // and once per period, to look again
-  EXPECT_EQ(run(p, 1, 5000, 9000), 1);       // (that call)
+  EXPECT_EQ(run(p, 100, 5000, 9000), 3);  // call 1 warming up, 16 and 48 looking again
   // One descheduled ring call (100x) counts for at most 4x the mean: still the ring.
   PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
   ASSERT_FALSE(t.pull);
   p.record(t, 500000);
-  EXPECT_FALSE(p.decide(CollKind::kAllGather, 65536).pull);
-  // The ring gets 4x slower for good (the slow state): the mean passes the pull's.
-  run(p, 5, 20000, 9000);
-  EXPECT_EQ(run(p, period, 20000, 9000), period - 1);
+  EXPECT_EQ(run(p, 5, 5000, 9000), 0);
+  // The ring gets 4x slower for good (the slow state): within a few calls its mean passes the
+  // pull's, and from then on the group pulls, but for call 128.
+  EXPECT_GE(run(p, 5, 20000, 9000), 3);
+  EXPECT_EQ(run(p, 100, 20000, 9000), 99);
 }
 
 TEST(PullPolicy, GroupsAreCountedApart) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin);
-  const int period = static_cast<int>(PullPolicy::kExploreEvery);
-  run(p, period, 9000, 5000, CollKind::kAllGather, 65536);  // pull wins for AllGather 64 KiB
-  // Another size class, another collective: warm up on their own, and the ring wins there.
+  run(p, 100, 9000, 5000);  // pull wins for AllGather 64 KiB
+  // Another size class, another collective: they warm up on their own; the ring wins there.
   for (auto [kind, bytes] : {std::pair{CollKind::kAllGather, size_t{1} << 20},
                              std::pair{CollKind::kBroadcast, size_t{65536}}}) {
     EXPECT_FALSE(p.decide(kind, bytes).pull) << collName(kind) << " " << bytes;
-    run(p, period, 5000, 9000, kind, bytes);
-    EXPECT_EQ(run(p, period, 5000, 9000, kind, bytes), 1);
+    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 3) << collName(kind) << " " << bytes;
   }
-  EXPECT_EQ(run(p, period, 9000, 5000), period - 1);
+  EXPECT_EQ(run(p, 20, 9000, 5000), 20);  // calls 100-119 of AllGather 64 KiB
   // Sizes in one power of two share a group: 65536 and 131071 bytes.
   EXPECT_EQ(p.decide(CollKind::kAllGather, 131071).group,
             p.decide(CollKind::kAllGather, 65536).group);

@@ -23,36 +23,36 @@ PullPolicy PullPolicy::fromEnv() {
 
 PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
   if (mode_ != Mode::kAuto || bytesPerRank < minStepBytes_)
-    return Ticket{mode_ == Mode::kAlways, -1};
+    return Ticket{mode_ == Mode::kAlways, -1, 0};
   int sizeClass = 0;
   while (sizeClass + 1 < kSizeClasses && (size_t{2} << sizeClass) <= bytesPerRank) ++sizeClass;
   const int index = static_cast<int>(kind) * kSizeClasses + sizeClass;
   Group& g = groups_[static_cast<size_t>(index)];
   const uint32_t call = g.calls++;
   bool pull;
-  if (call < 2 * (kWarmupCalls + 1)) {
-    pull = call % 2 == 1;  // ring, pull, ring, ...: each way's first call is not counted
+  if (call < kWarmupCalls) {
+    pull = call % 2 == 1;
   } else {
     const bool pullFaster = g.meanNs[1] < g.meanNs[0];
-    pull = call % kExploreEvery == 0 ? !pullFaster : pullFaster;
+    pull = exploresOn(call) ? !pullFaster : pullFaster;
   }
-  return Ticket{pull, index};
+  return Ticket{pull, index, call};
 }
 
 void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
   if (t.group < 0) return;
   Group& g = groups_[static_cast<size_t>(t.group)];
+  if (t.call == 0) return;  // the group's first call: connection setup, first touches
   const int way = t.pull ? 1 : 0;
-  const uint32_t seen = g.samples[way]++;
-  if (seen == 0) return;  // connection setup, first touches: not what the way costs
+  const uint32_t n = ++g.samples[way];
   const double ns = static_cast<double>(nanoseconds);
-  if (seen == 1) {
-    g.meanNs[way] = ns;
-    return;
-  }
-  // One descheduled call must not flip the choice: a sample counts for at most 4x the mean.
   const double m = g.meanNs[way];
-  g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / 4;
+  if (n == 1) {
+    g.meanNs[way] = ns;
+  } else {
+    // One descheduled call must not flip the choice: a sample counts for at most 4x the mean.
+    g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / std::min<uint32_t>(n, 4);
+  }
 }
 
 }  // namespace loom

@@ -18,7 +18,7 @@
 //
 // How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
 // group's first calls alternate the two ways; after that it takes the way whose recent calls
-// were faster (a weighted mean of their times) and every kExploreEvery-th call tries the other
+// were faster (a weighted mean of their times) and now and then (exploresOn) tries the other
 // way again, so that a change of state is noticed within a few hundred calls. A group counts
 // only its own calls, so every rank that makes the same calls explores on the same ones (both
 // ends of a connection then change way together and the times compare like with like). The
@@ -42,8 +42,14 @@ class PullPolicy {
   // InvalidArgument naming the variable for any other value.
   static PullPolicy fromEnv();
 
-  static constexpr uint32_t kWarmupCalls = 2;  // per way; the first ones set up connections
+  // A group's calls 0, 1, 2 go ring, pull, ring (call 0, which may set up connections, is not
+  // counted); from call 3 the faster way. The other way is tried again on calls 16 and 48 (a
+  // first impression from one call each is noisy) and then every kExploreEvery-th call.
+  static constexpr uint32_t kWarmupCalls = 3;
   static constexpr uint32_t kExploreEvery = 128;
+  static constexpr bool exploresOn(uint32_t call) {
+    return call == 16 || call == 48 || (call > 0 && call % kExploreEvery == 0);
+  }
 
   // Steps smaller than `minStepBytes` are never pulled (LOOM_SHM_CMA_THRESHOLD): calls that
   // small are not measured either, so they pay nothing for the policy.
@@ -52,7 +58,8 @@ class PullPolicy {
   // What a call decided and must report back with its time.
   struct Ticket {
     bool pull = false;
-    int group = -1;  // -1: nothing to record (not in auto mode)
+    int group = -1;     // -1: nothing to record (not in auto mode)
+    uint32_t call = 0;  // the how-manieth of its group
   };
   Ticket decide(CollKind kind, size_t bytesPerRank);
   bool pullsAlways() const { return mode_ == Mode::kAlways; }
