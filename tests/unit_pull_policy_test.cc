@@ -44,19 +44,19 @@ std::string ways(PullPolicy& p, int n, uint64_t ringNs, uint64_t pullNs) {
 TEST(PullPolicy, WarmupAlternatesThenTheFasterWayWinsAndTheOtherIsRetried) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin);
   const std::string s = ways(p, 300, 9000, 5000);
-  EXPECT_EQ(s.substr(0, 3), "rpr");
-  for (int i = 3; i < 300; ++i) {
+  EXPECT_EQ(s.substr(0, 5), "rprpr");
+  for (int i = 5; i < 300; ++i) {
     const bool explore = i == 16 || i == 48 || i == 128 || i == 256;
     EXPECT_EQ(s[i], explore ? 'r' : 'p') << "call " << i;
   }
   PullPolicy q(PullPolicy::Mode::kAuto, kMin);
   const std::string t = ways(q, 50, 5000, 9000);
-  EXPECT_EQ(t, "rpr" + std::string(13, 'r') + "p" + std::string(31, 'r') + "p" + "r");
+  EXPECT_EQ(t, "rprpr" + std::string(11, 'r') + "p" + std::string(31, 'r') + "p" + "r");
 }
 
 TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin);
-  EXPECT_EQ(run(p, 100, 5000, 9000), 3);  // call 1 warming up, 16 and 48 looking again
+  EXPECT_EQ(run(p, 100, 5000, 9000), 4);  // calls 1, 3 warming up, 16 and 48 looking again
   // One descheduled ring call (100x) counts for at most 4x the mean: still the ring.
   PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
   ASSERT_FALSE(t.pull);
@@ -75,7 +75,7 @@ TEST(PullPolicy, GroupsAreCountedApart) {
   for (auto [kind, bytes] : {std::pair{CollKind::kAllGather, size_t{1} << 20},
                              std::pair{CollKind::kBroadcast, size_t{65536}}}) {
     EXPECT_FALSE(p.decide(kind, bytes).pull) << collName(kind) << " " << bytes;
-    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 3) << collName(kind) << " " << bytes;
+    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 4) << collName(kind) << " " << bytes;
   }
   EXPECT_EQ(run(p, 20, 9000, 5000), 20);  // calls 100-119 of AllGather 64 KiB
   // Sizes in one power of two share a group: 65536 and 131071 bytes.

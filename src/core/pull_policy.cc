@@ -6,6 +6,7 @@
 
 #include "src/core/env.h"
 #include "src/core/error.h"
+#include "src/core/logging.h"
 #include "transports/shm/direct_read.h"
 
 namespace loom {
@@ -53,6 +54,19 @@ void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
     // One descheduled call must not flip the choice: a sample counts for at most 4x the mean.
     g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / std::min<uint32_t>(n, 4);
   }
+  if (g.samples[0] == 0 || g.samples[1] == 0) return;
+  const int8_t preferred = g.meanNs[1] < g.meanNs[0] ? 1 : 0;
+  if (preferred == g.preferred) return;
+  g.preferred = preferred;
+  // LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=TUNING shows the choices (a flapping one only at first).
+  const auto kind = static_cast<CollKind>(t.group / kSizeClasses);
+  const int sizeClass = t.group % kSizeClasses;
+  const LogLevel level = ++g.flips <= 4 ? LogLevel::kInfo : LogLevel::kTrace;
+  LOOM_LOG(level, kLogTuning, collName(kind), " of ", size_t{1} << sizeClass, "-",
+           (size_t{2} << sizeClass) - 1, " bytes per rank ",
+           preferred ? "pulls with CMA" : "copies through the shared ring", " from call ", t.call,
+           ": ", g.meanNs[1] / 1000, " us per call with CMA, ", g.meanNs[0] / 1000,
+           " us through the ring");
 }
 
 }  // namespace loom

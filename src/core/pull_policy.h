@@ -42,10 +42,10 @@ class PullPolicy {
   // InvalidArgument naming the variable for any other value.
   static PullPolicy fromEnv();
 
-  // A group's calls 0, 1, 2 go ring, pull, ring (call 0, which may set up connections, is not
-  // counted); from call 3 the faster way. The other way is tried again on calls 16 and 48 (a
-  // first impression from one call each is noisy) and then every kExploreEvery-th call.
-  static constexpr uint32_t kWarmupCalls = 3;
+  // A group's calls 0-4 go ring, pull, ring, pull, ring (call 0, which may set up connections,
+  // is not counted); from call 5 the faster way. The other way is tried again on calls 16 and
+  // 48 (a first impression from two calls each can be wrong) and then every kExploreEvery-th.
+  static constexpr uint32_t kWarmupCalls = 5;
   static constexpr uint32_t kExploreEvery = 128;
   static constexpr bool exploresOn(uint32_t call) {
     return call == 16 || call == 48 || (call > 0 && call % kExploreEvery == 0);
@@ -68,8 +68,12 @@ class PullPolicy {
  private:
   struct Group {
     uint32_t calls = 0;                 // decided so far
-    std::array<uint32_t, 2> samples{};  // recorded per way (0 ring, 1 pull)
-    std::array<double, 2> meanNs{};     // weighted mean time per call, per way
+    std::array<uint32_t, 2> samples{};  // counted per way (0 ring, 1 pull)
+    // Mean time per call, per way: plain over a way's first 4 samples, then weighted 1/4 to
+    // the newest.
+    std::array<double, 2> meanNs{};
+    int8_t preferred = -1;  // the faster way as last logged (-1: not yet)
+    uint16_t flips = 0;
   };
   static constexpr int kSizeClasses = 48;
   static constexpr int kKinds = 8;

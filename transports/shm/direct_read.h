@@ -11,13 +11,15 @@
 // region once (registered_read.h) and reads in place, as threads do. Other memory of another
 // process can be pulled with process_vm_readv (CMA): one kernel copy, saving the sender's
 // copy, straight into the receiver's output when the step only moves data there
-// (RecvConnection::pullInto) and into its slot otherwise; whether that is faster depends on
-// the machine (it pins every page as it goes: ~0.5 us per 4 KiB page in the reference VM, far
-// less with huge pages), so it is opt-in by step size (LOOM_SHM_CMA_THRESHOLD).
+// (RecvConnection::pullInto) and into its slot otherwise. Whether that beats the ring depends
+// on the machine and its state (CMA pins every page as it goes; the ring's receiver reads lines
+// still dirty in the sender's cache), so each call may or may not pull as measured per
+// collective and size (src/core/pull_policy.h), from LOOM_SHM_CMA_THRESHOLD bytes a step.
 //
 // Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
-// reuse numbers), and CMA is enabled for a pair only after the sender read the receiver's
-// token through process_vm_readv at setup. The sender keeps a directly posted region unchanged
+// reuse numbers), and CMA is used on a connection only after the receiver read the sender's
+// token through process_vm_readv at setup (RingControl::cmaVerdict): the receiver is the one
+// that reads, and ptrace permission is not symmetric. The sender keeps a directly posted region unchanged
 // until the receiver released that step (drained()); the executor waits for that before the
 // call returns, so the user may reuse the buffer at once.
 #pragma once
