@@ -1,8 +1,8 @@
-// Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): the first
-// calls of a group alternate, then the faster way wins and the other is retried on calls 16,
-// 48 and every kExploreEvery-th; a change of the machine's state flips the choice; one slow
-// call does not; small calls and groups of other sizes or collectives are counted apart; a bad
-// LOOM_SHM_CMA_MODE fails communicator init naming the variable.
+// Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): a group's
+// first calls try both ways, then the faster way wins and the other is retried in bursts; the
+// first call after a change of way is not counted; a change of the machine's state flips the
+// choice; one slow call does not; small calls and groups of other sizes or collectives are counted
+// apart; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -41,31 +41,52 @@ std::string ways(PullPolicy& p, int n, uint64_t ringNs, uint64_t pullNs) {
   return s;
 }
 
-TEST(PullPolicy, WarmupAlternatesThenTheFasterWayWinsAndTheOtherIsRetried) {
-  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
-  const std::string s = ways(p, 300, 9000, 5000);
-  EXPECT_EQ(s.substr(0, 5), "rprpr");
-  for (int i = 5; i < 300; ++i) {
-    const bool explore = i == 16 || i == 48 || i == 128 || i == 256;
-    EXPECT_EQ(s[i], explore ? 'r' : 'p') << "call " << i;
+// The way call `i` of a group takes when pulling is (or is not) the faster from the start.
+char expectedWay(int i, bool pullFaster) {
+  if (i < static_cast<int>(PullPolicy::kWarmupCalls))
+    return i >= static_cast<int>(PullPolicy::kWarmupCalls) / 2 ? 'p' : 'r';
+  const bool explore = PullPolicy::exploresOn(static_cast<uint32_t>(i));
+  return (pullFaster != explore) ? 'p' : 'r';
+}
+
+TEST(PullPolicy, WarmupThenTheFasterWayWinsAndTheOtherIsRetriedInBursts) {
+  for (bool pullFaster : {true, false}) {
+    PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+    const std::string s = pullFaster ? ways(p, 600, 9000, 5000) : ways(p, 600, 5000, 9000);
+    EXPECT_EQ(s.substr(0, 6), "rrrppp");
+    for (int i = 0; i < 600; ++i) EXPECT_EQ(s[i], expectedWay(i, pullFaster)) << "call " << i;
   }
-  PullPolicy q(PullPolicy::Mode::kAuto, kMin);
-  const std::string t = ways(q, 50, 5000, 9000);
-  EXPECT_EQ(t, "rprpr" + std::string(11, 'r') + "p" + std::string(31, 'r') + "p" + "r");
+  // Bursts at 16, 48, then every kExploreEvery-th call.
+  EXPECT_TRUE(PullPolicy::exploresOn(16) && PullPolicy::exploresOn(18));
+  EXPECT_FALSE(PullPolicy::exploresOn(19) || PullPolicy::exploresOn(47));
+  EXPECT_TRUE(PullPolicy::exploresOn(PullPolicy::kExploreEvery));
+}
+
+// A lone call of the other way runs cold: the first call after a change of way is not counted.
+TEST(PullPolicy, TheFirstCallAfterAChangeOfWayIsNotCounted) {
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+  std::string counted;
+  for (int i = 0; i < 20; ++i) {
+    const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
+    counted += t.counts ? '1' : '0';
+    p.record(t, t.pull ? 5000 : 9000);
+  }
+  // ring 0-2 (0: setup), pull 3-5, pull from 6, ring burst 16-18, pull again at 19.
+  EXPECT_EQ(counted, "01101111111111110110");
 }
 
 TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin);
-  EXPECT_EQ(run(p, 100, 5000, 9000), 4);  // calls 1, 3 warming up, 16 and 48 looking again
+  EXPECT_EQ(run(p, 100, 5000, 9000), 9);  // 3 warming up, bursts at 16 and 48
   // One descheduled ring call (100x) counts for at most 4x the mean: still the ring.
   PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
   ASSERT_FALSE(t.pull);
   p.record(t, 500000);
   EXPECT_EQ(run(p, 5, 5000, 9000), 0);
-  // The ring gets 4x slower for good (the slow state): within a few calls its mean passes the
-  // pull's, and from then on the group pulls, but for call 128.
-  EXPECT_GE(run(p, 5, 20000, 9000), 3);
-  EXPECT_EQ(run(p, 100, 20000, 9000), 99);
+  // The ring gets 4x slower for good (the slow state): within some calls its mean passes the
+  // pull's, and from then on the group pulls.
+  EXPECT_GE(run(p, 12, 20000, 9000), 3);
+  EXPECT_EQ(run(p, 100, 20000, 9000), 100);
 }
 
 TEST(PullPolicy, GroupsAreCountedApart) {
@@ -75,7 +96,7 @@ TEST(PullPolicy, GroupsAreCountedApart) {
   for (auto [kind, bytes] : {std::pair{CollKind::kAllGather, size_t{1} << 20},
                              std::pair{CollKind::kBroadcast, size_t{65536}}}) {
     EXPECT_FALSE(p.decide(kind, bytes).pull) << collName(kind) << " " << bytes;
-    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 4) << collName(kind) << " " << bytes;
+    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 9) << collName(kind) << " " << bytes;
   }
   EXPECT_EQ(run(p, 20, 9000, 5000), 20);  // calls 100-119 of AllGather 64 KiB
   // Sizes in one power of two share a group: 65536 and 131071 bytes.

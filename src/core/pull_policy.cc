@@ -24,7 +24,7 @@ PullPolicy PullPolicy::fromEnv(bool oversubscribed) {
 
 PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
   if (mode_ != Mode::kAuto || bytesPerRank < minStepBytes_)
-    return Ticket{mode_ == Mode::kAlways, -1, 0};
+    return Ticket{mode_ == Mode::kAlways, -1, 0, false};
   int sizeClass = 0;
   while (sizeClass + 1 < kSizeClasses && (size_t{2} << sizeClass) <= bytesPerRank) ++sizeClass;
   const int index = static_cast<int>(kind) * kSizeClasses + sizeClass;
@@ -32,18 +32,20 @@ PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
   const uint32_t call = g.calls++;
   bool pull;
   if (call < kWarmupCalls) {
-    pull = call % 2 == 1;
+    pull = call >= kWarmupCalls / 2;
   } else {
     const bool pullFaster = g.meanNs[1] < g.meanNs[0];
     pull = exploresOn(call) ? !pullFaster : pullFaster;
   }
-  return Ticket{pull, index, call};
+  const bool counts = call > 0 && g.lastWay == static_cast<int8_t>(pull);
+  g.lastWay = static_cast<int8_t>(pull);
+  return Ticket{pull, index, call, counts};
 }
 
 void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
   if (t.group < 0) return;
   Group& g = groups_[static_cast<size_t>(t.group)];
-  if (t.call == 0) return;  // the group's first call: connection setup, first touches
+  if (!t.counts) return;  // the group's first call, or the first after a change of way
   const int way = t.pull ? 1 : 0;
   const uint32_t n = ++g.samples[way];
   const double ns = static_cast<double>(nanoseconds);
@@ -52,7 +54,7 @@ void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
     g.meanNs[way] = ns;
   } else {
     // One descheduled call must not flip the choice: a sample counts for at most 4x the mean.
-    g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / std::min<uint32_t>(n, 4);
+    g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / std::min<uint32_t>(n, 16);
   }
   if (g.samples[0] == 0 || g.samples[1] == 0) return;
   const int8_t preferred = g.meanNs[1] < g.meanNs[0] ? 1 : 0;

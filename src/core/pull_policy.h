@@ -47,13 +47,18 @@ class PullPolicy {
   // could not tell (5.0 vs 7.1 GB/s at 1 MiB): its time is mostly the scheduler's.
   static PullPolicy fromEnv(bool oversubscribed);
 
-  // A group's calls 0-4 go ring, pull, ring, pull, ring (call 0, which may set up connections,
-  // is not counted); from call 5 the faster way. The other way is tried again on calls 16 and
-  // 48 (a first impression from two calls each can be wrong) and then every kExploreEvery-th.
-  static constexpr uint32_t kWarmupCalls = 5;
-  static constexpr uint32_t kExploreEvery = 128;
+  // A group's calls 0-2 go through the ring, 3-5 pull; from call 6 the faster way. The other
+  // way is tried again in bursts of kBurst calls from calls 16 and 48 (a first impression from
+  // two calls each can be wrong) and then every kExploreEvery-th. The first call after a
+  // change of way is not counted (nor call 0, which may set up connections): a lone call of
+  // the other way runs cold and measured AllGather 64 KiB with CMA at 8 us where steady
+  // pulling takes 5.2.
+  static constexpr uint32_t kWarmupCalls = 6;
+  static constexpr uint32_t kBurst = 3;
+  static constexpr uint32_t kExploreEvery = 256;
   static constexpr bool exploresOn(uint32_t call) {
-    return call == 16 || call == 48 || (call > 0 && call % kExploreEvery == 0);
+    return (call >= 16 && call < 16 + kBurst) || (call >= 48 && call < 48 + kBurst) ||
+           (call >= kExploreEvery && call % kExploreEvery < kBurst);
   }
 
   // Steps smaller than `minStepBytes` are never pulled (LOOM_SHM_CMA_THRESHOLD): calls that
@@ -63,8 +68,9 @@ class PullPolicy {
   // What a call decided and must report back with its time.
   struct Ticket {
     bool pull = false;
-    int group = -1;     // -1: nothing to record (not in auto mode)
-    uint32_t call = 0;  // the how-manieth of its group
+    int group = -1;       // -1: nothing to record (not in auto mode)
+    uint32_t call = 0;    // the how-manieth of its group
+    bool counts = false;  // whether record() takes its time (see kWarmupCalls)
   };
   Ticket decide(CollKind kind, size_t bytesPerRank);
   bool pullsAlways() const { return mode_ == Mode::kAlways; }
@@ -74,10 +80,11 @@ class PullPolicy {
   struct Group {
     uint32_t calls = 0;                 // decided so far
     std::array<uint32_t, 2> samples{};  // counted per way (0 ring, 1 pull)
-    // Mean time per call, per way: plain over a way's first 4 samples, then weighted 1/4 to
-    // the newest.
+    // Mean time per call, per way: plain over a way's first 16 samples, then weighted 1/16 to
+    // the newest (single calls of some microseconds vary by more than the two ways differ).
     std::array<double, 2> meanNs{};
     int8_t preferred = -1;  // the faster way as last logged (-1: not yet)
+    int8_t lastWay = -1;    // the way of the group's previous call
     uint16_t flips = 0;
   };
   static constexpr int kSizeClasses = 48;
