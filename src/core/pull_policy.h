@@ -17,12 +17,12 @@
 // slow state, two cores of one L3 like the fast one).
 //
 // How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
-// group's first calls alternate the two ways; after that it takes the way whose recent calls
-// were faster (a weighted mean of their times) and now and then (exploresOn) tries the other
-// way again, so that a change of state is noticed within a few hundred calls. A group counts
-// only its own calls, so every rank that makes the same calls explores on the same ones (both
-// ends of a connection then change way together and the times compare like with like). The
-// choice only changes how bytes move, never which bytes arrive: a call is correct either way.
+// group's first calls try each way in turn (kWarmupCalls); after that it takes the way whose
+// recent calls were faster (a weighted mean of their times) and now and then (exploresOn)
+// tries the other way again, so that a change of state is noticed within a few hundred calls. A
+// group counts only its own calls, so every rank that makes the same calls explores on the same
+// ones (both ends of a connection then change way together and the times compare like with like).
+// The choice only changes how bytes move, never which bytes arrive: a call is correct either way.
 //
 // Not thread-safe: used under the communicator's execution mutex (executor.cc).
 #pragma once
