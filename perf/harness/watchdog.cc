@@ -33,8 +33,8 @@ void abortAndExit(const std::vector<loomComm_t>& comms) {
 }
 
 Watchdog::Watchdog(int timeoutSec, int nthreads)
-    : timeoutSec_(timeoutSec), since_(nthreads), what_(nthreads) {
-  for (auto& s : since_) s = 0;
+    : timeoutSec_(timeoutSec), marks_(nthreads), what_(nthreads) {
+  for (auto& m : marks_) m = 0;
   for (auto& w : what_) w = "";
   if (timeoutSec_ > 0) thread_ = std::thread([this] { loop(); });
 }
@@ -53,21 +53,35 @@ void Watchdog::watch(std::vector<loomComm_t> comms) {
   comms_ = std::move(comms);
 }
 
+// Only the watchdog's thread reads the clock: a clock read per call cost the timed loop ~25 ns
+// (6% of a 0.4 us 8 B AllReduce in a profile), which the other libraries' loops do not pay.
 void Watchdog::busy(int thread, const char* what) {
-  what_[thread] = what;
-  since_[thread] = nowNs();
+  what_[thread].store(what, std::memory_order_relaxed);
+  marks_[thread].store(marks_[thread].load(std::memory_order_relaxed) + 1,
+                       std::memory_order_release);
 }
 
-void Watchdog::idle(int thread) { since_[thread] = 0; }
+void Watchdog::idle(int thread) {
+  marks_[thread].store(marks_[thread].load(std::memory_order_relaxed) + 1,
+                       std::memory_order_release);
+}
 
 void Watchdog::loop() {
   std::unique_lock lock(mu_);
   const int64_t limit = static_cast<int64_t>(timeoutSec_) * 1000000000;
+  // A thread is stuck when its mark stayed odd (busy) and unchanged for `limit`: the time runs
+  // from when this loop first saw that mark.
+  std::vector<uint64_t> seen(marks_.size(), 0);
+  std::vector<int64_t> seenAt(marks_.size(), nowNs());
   while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_; })) {
     int64_t now = nowNs();
-    for (size_t t = 0; t < since_.size(); ++t) {
-      int64_t s = since_[t];
-      if (s == 0 || now - s <= limit) continue;
+    for (size_t t = 0; t < marks_.size(); ++t) {
+      const uint64_t mark = marks_[t].load(std::memory_order_acquire);
+      if (mark != seen[t]) {
+        seen[t] = mark;
+        seenAt[t] = now;
+      }
+      if ((mark & 1) == 0 || now - seenAt[t] <= limit) continue;
       char host[256] = "localhost";
       gethostname(host, sizeof host - 1);
       // nccl-tests' wording, so scripts that grep for it keep working.

@@ -29,7 +29,7 @@ class Watchdog {
  private:
   void loop();
   int timeoutSec_;
-  std::vector<std::atomic<int64_t>> since_;  // steady-clock ns when the wait began; 0: idle
+  std::vector<std::atomic<uint64_t>> marks_;  // per thread: +1 at busy() and idle(); odd: busy
   std::vector<std::atomic<const char*>> what_;
   std::vector<loomComm_t> comms_;
   std::mutex mu_;
