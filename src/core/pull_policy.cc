@@ -63,7 +63,8 @@ void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
   // LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=TUNING shows the choices (a flapping one only at first).
   const auto kind = static_cast<CollKind>(t.group / kSizeClasses);
   const int sizeClass = t.group % kSizeClasses;
-  const LogLevel level = ++g.flips <= 4 ? LogLevel::kInfo : LogLevel::kTrace;
+  if (g.flips <= 4) ++g.flips;  // saturates: a flapping group never logs at INFO again
+  const LogLevel level = g.flips <= 4 ? LogLevel::kInfo : LogLevel::kTrace;
   LOOM_LOG(level, kLogTuning, collName(kind), " of ", size_t{1} << sizeClass, "-",
            (size_t{2} << sizeClass) - 1, " bytes per rank ",
            preferred ? "pulls with CMA" : "copies through the shared ring", " from call ", t.call,

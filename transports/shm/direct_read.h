@@ -19,9 +19,9 @@
 // Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
 // reuse numbers), and CMA is used on a connection only after the receiver read the sender's
 // token through process_vm_readv at setup (RingControl::cmaVerdict): the receiver is the one
-// that reads, and ptrace permission is not symmetric. The sender keeps a directly posted region unchanged
-// until the receiver released that step (drained()); the executor waits for that before the
-// call returns, so the user may reuse the buffer at once.
+// that reads, and ptrace permission is not symmetric. The sender keeps a directly posted region
+// unchanged until the receiver released that step (drained()); the executor waits for that before
+// the call returns, so the user may reuse the buffer at once.
 #pragma once
 
 #include <cstddef>
