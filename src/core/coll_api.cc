@@ -11,6 +11,7 @@
 #include "src/core/coll.h"
 #include "src/core/comm.h"
 #include "src/core/comm_registry.h"
+#include "src/core/exchange_now.h"
 #include "src/core/executor.h"
 #include "src/core/host_stream.h"
 #include "src/core/planner.h"
@@ -112,16 +113,18 @@ void runNow(std::vector<PendingOp>& pending) {
   runOps(now);
 }
 
-// One call outside a group on the NULL stream, the latency-critical case: no allocation (the
-// per-thread list keeps its capacity) and no sorting by stream.
+// One call outside a group on the NULL stream, the latency-critical case: a small AllReduce
+// goes straight to the fast path; otherwise no allocation (the per-thread list keeps its
+// capacity) and no sorting by stream.
 void runOneNow(CollOp&& op) {
+  if (op.deviceScalar != nullptr) op.scalar = readScalar(op.type, op.deviceScalar);
+  if (runExchangeNow(op)) return;
   thread_local std::vector<CollOp> one;
   struct Clear {  // the op holds its communicator: never keep it past the call
     std::vector<CollOp>& ops;
     ~Clear() { ops.clear(); }
   } clear{one};
   one.push_back(std::move(op));
-  readLateScalars(one);
   runOps(one);
 }
 

@@ -9,6 +9,7 @@
 #include "src/core/device.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
+#include "src/core/exchange_now.h"
 #include "src/core/host_id.h"
 #include "src/core/host_stream.h"
 #include "src/core/logging.h"
@@ -63,7 +64,10 @@ CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent
 }
 
 Comm::Comm(CommOptions options, int rank, int nranks)
-    : options_(std::move(options)), rank_(rank), nranks_(nranks) {}
+    : options_(std::move(options)),
+      rank_(rank),
+      nranks_(nranks),
+      exchangeNowPlan_(std::make_unique<ExchangeNowPlan>()) {}
 
 Comm::~Comm() {
   abort_ = true;
@@ -319,6 +323,7 @@ void Comm::drainStreams() {
 void Comm::releaseResources() {
   std::lock_guard<std::mutex> exec(executionMutex_);
   std::lock_guard<std::mutex> lock(opMutex_);
+  exchangeNowPlan_->valid = false;  // it points at the connections dropped here
   sendTable_.clear();
   recvTable_.clear();
   sends_.clear();

@@ -49,6 +49,7 @@ struct RankInfo {
 
 class PlannerState;
 class PullPolicy;
+struct ExchangeNowPlan;
 
 class Comm : public loomComm {
  public:
@@ -106,6 +107,8 @@ class Comm : public loomComm {
   AbortFlag abortFlag() const { return &abort_; }
   // Whether a call's steps may be pulled with CMA (pull_policy.h); used under executionMutex().
   PullPolicy& pullPolicy() { return *pullPolicy_; }
+  // The fast path's plan for the last small AllReduce (exchange_now.h); under executionMutex().
+  ExchangeNowPlan& exchangeNowPlan() { return *exchangeNowPlan_; }
   // Numbers operations, for messages ("AllReduce #12").
   uint64_t nextOpNumber() { return ++opCounter_; }
   // Reduction ops made by loomRedOpCreatePreMulSum: handle values from loomNumOps up.
@@ -161,6 +164,7 @@ class Comm : public loomComm {
   std::vector<int> ringOrder_;
   std::unique_ptr<PlannerState> plannerState_;
   std::unique_ptr<PullPolicy> pullPolicy_;
+  std::unique_ptr<ExchangeNowPlan> exchangeNowPlan_;
   int ringPosition_ = 0;
   int channels_ = 1;
   std::map<ConnectionKey, std::unique_ptr<transport::SendConnection>> sends_;

@@ -18,39 +18,32 @@ namespace {
 
 thread_local uint64_t tlsFastCalls = 0;
 
-// A small call has data on one or two channels (two ranks spread it over the ring's).
-constexpr int kMaxLanes = 2;
-
-struct Lane {
-  TaskLinks out, in;
-  int channel = 0;
-  algo::Range slice;  // the one step of this channel's send and fold
-  TaskLabel label;    // for messages
-};
+using Lane = ExchangeNowPlan::Lane;
 
 class ExchangeNow {
  public:
-  ExchangeNow(const CollOp& op, Lane* lanes, int nlanes)
+  ExchangeNow(const CollOp& op, const ExchangeNowPlan& plan, const TaskLabel* labels)
       : op_(op),
         comm_(op.comm.get()),
-        lanes_(lanes),
-        nlanes_(nlanes),
+        lanes_(plan.lanes),
+        labels_(labels),
+        nlanes_(plan.nlanes),
         elem_(dataTypeSize(op.type)),
-        signature_(collSignature(op)),
+        signature_(plan.signature),
         timeout_(callTimeout(std::span(&comm_, 1))) {
     backoff_.yieldAtOnce(comm_->plannerState().oversubscribed());
   }
 
   void run() {
-    for (int l = 0; l < nlanes_; ++l) send(lanes_[l]);
-    for (int l = 0; l < nlanes_; ++l) fold(lanes_[l]);
+    for (int l = 0; l < nlanes_; ++l) send(lanes_[l], labels_[l]);
+    for (int l = 0; l < nlanes_; ++l) fold(lanes_[l], labels_[l]);
     for (int l = 0; l < nlanes_; ++l) {
       for (int k = 0; k < lanes_[l].out.nsend; ++k) {
         transport::SendConnection* s = lanes_[l].out.send[k];
         waitUntil([&] { return s->progress(), s->drained(); },
                   [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/true); },
                   [&] {
-                    return strCat(lanes_[l].label.str(), ": draining toward rank ",
+                    return strCat(labels_[l].str(), ": draining toward rank ",
                                   lanes_[l].out.sendPeer[k]);
                   });
       }
@@ -59,16 +52,14 @@ class ExchangeNow {
 
  private:
   // The input slice, pre-op applied as the planner's send task does, into every peer's slot.
-  void send(Lane& lane) {
+  void send(const Lane& lane, const TaskLabel& label) {
     void* slots[kMaxTaskPeers];
     for (int k = 0; k < lane.out.nsend; ++k) {
       transport::SendConnection* s = lane.out.send[k];
-      waitUntil([&] { return (slots[k] = s->tryAcquire()) != nullptr; },
-                [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/false); },
-                [&] {
-                  return strCat(lane.label.str(), ": a free slot toward rank ",
-                                lane.out.sendPeer[k]);
-                });
+      waitUntil(
+          [&] { return (slots[k] = s->tryAcquire()) != nullptr; },
+          [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/false); },
+          [&] { return strCat(label.str(), ": a free slot toward rank ", lane.out.sendPeer[k]); });
     }
     ReduceCopyArgs args;
     args.count = lane.slice.count;
@@ -82,7 +73,7 @@ class ExchangeNow {
   }
 
   // Every rank's slice in rank order (this rank's input at its own place), post-op applied.
-  void fold(Lane& lane) {
+  void fold(const Lane& lane, const TaskLabel& label) {
     const void* received[kMaxTaskPeers];
     const size_t bytes = lane.slice.count * elem_;
     for (int k = 0; k < lane.in.nrecv; ++k) {
@@ -91,8 +82,8 @@ class ExchangeNow {
       uint32_t tag = 0;
       waitUntil([&] { return (received[k] = r->tryReceive(&got, &tag)) != nullptr; },
                 [&](transport::WaitSet& set) { return r->armWait(set); },
-                [&] { return strCat(lane.label.str(), ": data from rank ", lane.in.recvPeer[k]); });
-      checkReceived(lane.label, op_, lane.in.recvPeer[k], tag, signature_, got, bytes);
+                [&] { return strCat(label.str(), ": data from rank ", lane.in.recvPeer[k]); });
+      checkReceived(label, op_, lane.in.recvPeer[k], tag, signature_, got, bytes);
     }
     ReduceCopyArgs args;
     args.count = lane.slice.count;
@@ -135,7 +126,8 @@ class ExchangeNow {
 
   const CollOp& op_;
   Comm* comm_;
-  Lane* lanes_;
+  const Lane* lanes_;
+  const TaskLabel* labels_;
   int nlanes_;
   size_t elem_;
   uint32_t signature_;
@@ -143,19 +135,17 @@ class ExchangeNow {
   Backoff backoff_;
 };
 
-}  // namespace
-
-bool runExchangeNow(CollOp& op) {
-  Comm& c = *op.comm;
-  if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
-  std::unique_lock<std::mutex> lock(c.executionMutex());
-  Lane lanes[kMaxLanes];
-  int nlanes = 0;
+// Works out `plan` for `op`; false (plan left invalid) when the fast path does not apply.
+bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
+  plan.valid = false;
+  plan.nlanes = 0;
   for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
     const algo::Range slice = exchangeSlice(op, ch);
     if (slice.count == 0) continue;  // no data on this channel: both paths skip it
-    if (nlanes == kMaxLanes) return false;
-    Lane& lane = lanes[nlanes++];
+    if (plan.nlanes == kMaxExchangeNowLanes) return false;
+    Lane& lane = plan.lanes[plan.nlanes++];
+    lane.out = TaskLinks{};
+    lane.in = TaskLinks{};
     size_t chunk = 0;
     if (!exchangeLinks(op, ch, lane.out, lane.in, chunk))
       return false;                         // the general path connects
@@ -163,12 +153,30 @@ bool runExchangeNow(CollOp& op) {
     lane.slice = slice;
     lane.channel = ch;
   }
+  plan.count = op.count;
+  plan.type = op.type;
+  plan.reduce = op.reduce;
+  plan.protocol = op.protocol;
+  plan.signature = collSignature(op);
+  plan.valid = true;
+  return true;
+}
+
+}  // namespace
+
+bool runExchangeNow(CollOp& op) {
+  Comm& c = *op.comm;
+  if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
+  std::unique_lock<std::mutex> lock(c.executionMutex());
+  ExchangeNowPlan& plan = c.exchangeNowPlan();
+  if (!plan.matches(op) && !makePlan(op, plan)) return false;
   const uint64_t number = c.nextOpNumber();
   ++tlsFastCalls;
-  for (int l = 0; l < nlanes; ++l)
-    lanes[l].label = exchangeLabel(op, number, lanes[l].channel, "fold");
+  TaskLabel labels[kMaxExchangeNowLanes];
+  for (int l = 0; l < plan.nlanes; ++l)
+    labels[l] = exchangeLabel(op, number, plan.lanes[l].channel, "fold");
   try {
-    ExchangeNow(op, lanes, nlanes).run();
+    ExchangeNow(op, plan, labels).run();
   } catch (const Error& e) {
     c.setLastError(e.what());
     c.markFailed(e.code());

@@ -3,6 +3,8 @@
 // instead of crashing, and an object stays alive while any call still uses it (shared_ptr).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,8 +42,12 @@ class HandleRegistry {
     if (it == table_.end()) throwNotLive(handle);
     std::shared_ptr<Object> object = std::move(it->second);
     table_.erase(it);
+    removals_.fetch_add(1, std::memory_order_release);
     return object;
   }
+  // How many handles were removed so far: a cached lookup made when this was the same is still
+  // good (a handle can be reused, by a new object at the same address, only after a removal).
+  uint64_t removals() const { return removals_.load(std::memory_order_acquire); }
 
  private:
   [[noreturn]] void throwNotLive(const Handle* handle) const {
@@ -52,6 +58,7 @@ class HandleRegistry {
 
   const char* kind_;
   mutable std::mutex mutex_;
+  std::atomic<uint64_t> removals_{0};
   std::unordered_map<const Handle*, std::shared_ptr<Object>> table_;
 };
 

@@ -86,6 +86,121 @@ TEST(ExchangeFastPath, AgreesWithThePlannedTasksOnTheWire) {
   }
 }
 
+// Each communicator keeps the fast path's plan for the last shape of call (exchange_now.h):
+// changing any one of count, datatype or op must make a new plan, and going back must not
+// reuse a stale one. Every call's data differs, so a stale plan shows as a wrong value or a
+// signature mismatch.
+TEST(ExchangeFastPath, PlanFollowsEveryChangeOfShape) {
+  struct Shape {
+    size_t count;
+    loomDataType_t type;
+    loomRedOp_t op;
+  };
+  const std::vector<Shape> shapes = {{4, loomFloat32, loomSum}, {4, loomFloat32, loomMax},
+                                     {4, loomInt32, loomSum},   {5, loomFloat32, loomSum},
+                                     {4, loomFloat32, loomSum}, {1, loomInt32, loomMax},
+                                     {4, loomInt32, loomSum},   {4, loomFloat32, loomSum}};
+  constexpr int kRanks = 2;
+  CommSet comms(kRanks);
+  ASSERT_TRUE(comms.ok());
+  std::vector<uint64_t> fastCalls(kRanks, 0);
+  test::runThreads(kRanks, [&](int r) {
+    std::vector<float> f(8), fout(8);
+    std::vector<int32_t> i(8), iout(8);
+    ASSERT_LOOM_OK(loomAllReduce(f.data(), fout.data(), 4, loomFloat32, loomSum, comms[r],
+                                 nullptr));  // connects
+    const uint64_t before = exchangeNowCallsOnThisThread();
+    for (size_t call = 0; call < shapes.size(); ++call) {
+      const Shape& s = shapes[call];
+      SCOPED_TRACE(::testing::Message() << "call " << call);
+      // Rank r, element e of call c holds (r + 1) * (c + 1) + e: sum and max are exact.
+      auto value = [&](int rank, size_t e) {
+        return (rank + 1) * static_cast<int>(call + 1) + static_cast<int>(e);
+      };
+      auto want = [&](size_t e) {
+        return s.op == loomSum ? value(0, e) + value(1, e) : value(1, e);
+      };
+      for (size_t e = 0; e < s.count; ++e) {
+        f[e] = static_cast<float>(value(r, e));
+        i[e] = value(r, e);
+      }
+      const bool isFloat = s.type == loomFloat32;
+      ASSERT_LOOM_OK(loomAllReduce(isFloat ? static_cast<void*>(f.data()) : i.data(),
+                                   isFloat ? static_cast<void*>(fout.data()) : iout.data(), s.count,
+                                   s.type, s.op, comms[r], nullptr));
+      for (size_t e = 0; e < s.count; ++e) {
+        if (isFloat)
+          ASSERT_EQ(fout[e], static_cast<float>(want(e))) << "call " << call << " rank " << r;
+        else
+          ASSERT_EQ(iout[e], want(e)) << "call " << call << " rank " << r;
+      }
+    }
+    fastCalls[r] = exchangeNowCallsOnThisThread() - before;
+  });
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(fastCalls[r], shapes.size()) << "rank " << r << ": every call takes the fast path";
+}
+
+// The plan carries the call's signature: after a matched call, ranks that disagree on the
+// datatype or the op of the next one (same count, same bytes) must both be told, not get a
+// silently wrong sum from a signature left over from the plan of the call before.
+TEST(ExchangeFastPath, DisagreementAfterAMatchedCallIsCaught) {
+  struct Case {
+    loomDataType_t type1;
+    loomRedOp_t op1;
+  };
+  for (const Case& c : {Case{loomInt32, loomSum}, Case{loomFloat32, loomMax}}) {
+    std::vector<loomComm_t> comms(2, nullptr);
+    ASSERT_LOOM_OK(loomCommInitAll(comms.data(), 2, nullptr));
+    std::vector<loomResult_t> second(2, loomSuccess);
+    test::runThreads(2, [&](int r) {
+      float in[4] = {1, 2, 3, 4}, out[4] = {};
+      for (int call = 0; call < 2; ++call)
+        ASSERT_LOOM_OK(loomAllReduce(in, out, 4, loomFloat32, loomSum, comms[r], nullptr));
+      const uint64_t before = exchangeNowCallsOnThisThread();
+      second[r] = r == 0 ? loomAllReduce(in, out, 4, loomFloat32, loomSum, comms[r], nullptr)
+                         : loomAllReduce(in, out, 4, c.type1, c.op1, comms[r], nullptr);
+      EXPECT_EQ(exchangeNowCallsOnThisThread(), before + 1);
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(second[r], loomRemoteError)
+          << "rank " << r << " with datatype " << c.type1 << " op " << c.op1 << ": "
+          << loomGetLastError(comms[r]);
+    for (loomComm_t comm : comms) EXPECT_EQ(loomCommAbort(comm), loomSuccess);
+  }
+}
+
+// The communicator lookup of a call is cached per thread (comm_registry.cc): a handle this
+// thread used and then destroyed must still be refused, and a new communicator (which may
+// get the same address) must work.
+TEST(ExchangeFastPath, DestroyedCommunicatorIsRefusedAfterUse) {
+  constexpr int kRanks = 2;
+  const loomUniqueId first = test::makeId(), second = test::makeId();
+  test::runThreads(kRanks, [&](int r) {
+    float in[2] = {1.0f * (r + 1), 2.0f}, out[2] = {};
+    loomComm_t comm = nullptr;
+    ASSERT_LOOM_OK(loomCommInitRank(&comm, kRanks, first, r));
+    for (int call = 0; call < 3; ++call)
+      ASSERT_LOOM_OK(loomAllReduce(in, out, 2, loomFloat32, loomSum, comm, nullptr));
+    ASSERT_EQ(out[0], 3.0f);
+    // A live stream keeps the destroyed communicator's object alive: only the handle is gone.
+    loomStream_t stream = nullptr;
+    ASSERT_LOOM_OK(loomStreamCreate(comm, &stream));
+    ASSERT_LOOM_OK(loomCommDestroy(comm));
+    EXPECT_EQ(loomAllReduce(in, out, 2, loomFloat32, loomSum, comm, nullptr), loomInvalidArgument);
+    EXPECT_NE(std::string(loomGetLastError(nullptr)).find("not live"), std::string::npos)
+        << loomGetLastError(nullptr);
+    ASSERT_LOOM_OK(loomStreamDestroy(stream));
+    loomComm_t again = nullptr;
+    ASSERT_LOOM_OK(loomCommInitRank(&again, kRanks, second, r));
+    in[0] = 10.0f * (r + 1);
+    ASSERT_LOOM_OK(loomAllReduce(in, out, 2, loomFloat32, loomSum, again, nullptr));
+    EXPECT_EQ(out[0], 30.0f);
+    EXPECT_EQ(out[1], 4.0f);
+    ASSERT_LOOM_OK(loomCommDestroy(again));
+  });
+}
+
 TEST(ExchangeFastPath, PeerThatNeverCallsTimesOutNamingIt) {
   std::vector<loomComm_t> comms(2, nullptr);
   loomConfig_t config = LOOM_CONFIG_INITIALIZER;
