@@ -245,6 +245,21 @@ long Socket::recvSome(void* data, size_t size) {
   }
 }
 
+long Socket::recvSomeV(const struct iovec* pieces, int count) {
+  msghdr message{};
+  message.msg_iov = const_cast<iovec*>(pieces);
+  message.msg_iovlen = static_cast<size_t>(count);
+  for (;;) {
+    ssize_t n = ::recvmsg(fd_, &message, 0);
+    if (n > 0) return n;
+    if (n == 0) return -1;  // every caller asks for at least one byte
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno == ECONNRESET || errno == EPIPE) return -1;
+    throwSystemError(strCat("receive from ", peer_), errno);
+  }
+}
+
 size_t Socket::sendSome(const void* data, size_t size) {
   for (;;) {
     ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);

@@ -71,6 +71,8 @@ class Socket {
   void recvAll(void* data, size_t size, Deadline deadline, AbortFlag abort);
   // Non-blocking: bytes read into data (0 if none ready); -1 when the peer closed the connection.
   long recvSome(void* data, size_t size);
+  // As recvSome, scattering into `count` pieces with one recvmsg.
+  long recvSomeV(const struct iovec* pieces, int count);
   // Non-blocking: true when the peer has closed or reset the connection (unread data aside).
   bool peerClosed() const;
   // Non-blocking: true only when the peer reset the connection (it died with unread data).

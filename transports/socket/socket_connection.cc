@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "src/core/error.h"
@@ -106,7 +107,7 @@ SocketRecvConnection::SocketRecvConnection(std::vector<Socket> streams, PrivateR
                                            LinkName link)
     : ring_(std::move(ring)), link_(link) {
   streams_.reserve(streams.size());
-  for (size_t k = 0; k < streams.size(); ++k) streams_.push_back({std::move(streams[k]), k});
+  for (size_t k = 0; k < streams.size(); ++k) streams_.emplace_back(std::move(streams[k]), k);
   complete_.fill(std::numeric_limits<uint64_t>::max());
 }
 
@@ -130,6 +131,8 @@ WaitArm SocketRecvConnection::armWait(WaitSet& set) {
   if (head_ != arrived_) return WaitArm::kReady;
   bool open = false;
   for (Stream& s : streams_) {
+    // Bytes read ahead wake no poll(): progress() must place them first.
+    if (s.carrying() && s.next < head_ + kSlots) return WaitArm::kReady;
     if (!s.closed) {
       set.addFd(s.socket.fd(), POLLIN);
       open = true;
@@ -149,30 +152,43 @@ void SocketRecvConnection::checkHeader(const Stream& stream) const {
 // Reads what the stream has for the steps the ring has room for; true if bytes moved.
 bool SocketRecvConnection::receive(Stream& s) {
   bool moved = false;
+  bool socketEmpty = false;  // a read this call returned less than it asked for
   const uint64_t n = streams_.size();
   while (s.next < head_ + kSlots) {
     uint8_t* wire = ring_.wire(s.next);
-    // The byte count is known once the header is in; until then read the header alone, so a
-    // read never takes bytes of the next step.
+    // The rest of the header, or once it is in, the rest of the step.
     size_t want = s.offset < sizeof(SlotHeader)
                       ? sizeof(SlotHeader) - s.offset
                       : sizeof(SlotHeader) + ring_.header(s.next)->bytes - s.offset;
     if (want > 0) {
-      long got = s.socket.recvSome(wire + s.offset, want);
-      if (got < 0) {
-        // Closed or reset. Between steps this may be a sender that finished; progress()
-        // decides whether we still needed this stream. Within a step it died mid-send.
-        LOOM_ENFORCE(s.offset == 0, RemoteError, link_.describe(), ": rank ", link_.sender,
-                     " closed the connection in the middle of step ", s.next,
-                     " (did it exit or crash?)");
-        s.closed = true;
-        return moved;
+      size_t got;
+      if (s.carrying()) {
+        got = std::min(want, s.carryEnd - s.carried);
+        std::memcpy(wire + s.offset, s.carry.data() + s.carried, got);
+        s.carried += got;
+      } else {
+        if (socketEmpty) return moved;
+        iovec pieces[2] = {{wire + s.offset, want}, {s.carry.data(), kCarryBytes}};
+        const long read = s.socket.recvSomeV(pieces, 2);
+        if (read < 0) {
+          // Closed or reset. Between steps this may be a sender that finished; progress()
+          // decides whether we still needed this stream. Within a step it died mid-send.
+          LOOM_ENFORCE(s.offset == 0, RemoteError, link_.describe(), ": rank ", link_.sender,
+                       " closed the connection in the middle of step ", s.next,
+                       " (did it exit or crash?)");
+          s.closed = true;
+          return moved;
+        }
+        if (read == 0) return moved;
+        got = std::min(static_cast<size_t>(read), want);
+        s.carried = 0;
+        s.carryEnd = static_cast<size_t>(read) - got;
+        socketEmpty = static_cast<size_t>(read) < want + kCarryBytes;
       }
-      if (got == 0) return moved;
       moved = true;
-      s.offset += static_cast<size_t>(got);
+      s.offset += got;
       if (s.offset == sizeof(SlotHeader)) checkHeader(s);
-      if (static_cast<size_t>(got) < want) return moved;  // drained the socket for now
+      if (got < want) continue;  // the carry ran out: read the socket (unless it is empty)
       if (s.offset == sizeof(SlotHeader) && ring_.header(s.next)->bytes > 0) continue;
     }
     complete_[s.next % kSlots] = s.next;

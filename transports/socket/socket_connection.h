@@ -6,8 +6,15 @@
 // over the streams, whole: step s travels on stream s % N as a 16-byte header (step, byte
 // count, magic) followed by its bytes. Whole slots rather than stripes because big messages
 // still use every stream at once (kSlots > N slots are in flight), while small ones cost one
-// send and two receives instead of N of each. Each stream is in order, so the receiver knows
+// send and one receive instead of N of each. Each stream is in order, so the receiver knows
 // which step comes next on it and checks the header against that.
+//
+// Reading ahead. The receiver does not know a step's size before its header is in, so every
+// read asks for the rest of the current step into its slot and for up to kCarryBytes more into
+// the stream's carry buffer, which later steps take from before the socket is read again: a
+// small step's header and data come in one read (reading the header alone cost a second
+// system call per step), and a read that returns less than asked shows the socket is empty,
+// so no read is made just to learn that.
 //
 // Flow control. The sender frees a slot once all its bytes are in the kernel; the receiver
 // reads step s only when ring slot s % kSlots is free (s < head + kSlots). Until then it
@@ -112,11 +119,18 @@ class SocketRecvConnection final : public RecvConnection {
   WaitArm armWait(WaitSet& set) override;
 
  private:
+  static constexpr size_t kCarryBytes = 4096;
   struct Stream {
+    Stream(Socket s, uint64_t first) : socket(std::move(s)), next(first), carry(kCarryBytes) {}
     Socket socket;
     uint64_t next;        // the step this stream delivers next
     size_t offset = 0;    // wire bytes of it already received
     bool closed = false;  // the sender closed it after its last whole step
+    // Bytes read ahead of step `next`'s slot: carry[carried, carryEnd) come first.
+    std::vector<uint8_t> carry;
+    size_t carried = 0;
+    size_t carryEnd = 0;
+    bool carrying() const { return carried < carryEnd; }
   };
   bool receive(Stream& stream);
   void checkHeader(const Stream& stream) const;
