@@ -14,7 +14,8 @@
 // the stream's carry buffer, which later steps take from before the socket is read again: a
 // small step's header and data come in one read (reading the header alone cost a second
 // system call per step), and a read that returns less than asked shows the socket is empty,
-// so no read is made just to learn that.
+// so no read is made just to learn that. A waiting receiver reads (and polls) only the stream
+// that carries its next step, and the others while that one delivers.
 //
 // Flow control. The sender frees a slot once all its bytes are in the kernel; the receiver
 // reads step s only when ring slot s % kSlots is free (s < head + kSlots). Until then it
