@@ -84,9 +84,11 @@ void resolveReduction(CollOp& op, loomRedOp_t userOp) {
 }
 
 // Scalars "on the device" (host memory for CPU communicators) are read as the op runs.
+void readLateScalar(CollOp& op) {
+  if (op.deviceScalar != nullptr) op.scalar = readScalar(op.type, op.deviceScalar);
+}
 void readLateScalars(std::vector<CollOp>& ops) {
-  for (CollOp& op : ops)
-    if (op.deviceScalar != nullptr) op.scalar = readScalar(op.type, op.deviceScalar);
+  for (CollOp& op : ops) readLateScalar(op);
 }
 
 // Runs a group's operations: those on host streams are enqueued there (one item per stream),
@@ -117,7 +119,7 @@ void runNow(std::vector<PendingOp>& pending) {
 // goes straight to the fast path; otherwise no allocation (the per-thread list keeps its
 // capacity) and no sorting by stream.
 void runOneNow(CollOp&& op) {
-  if (op.deviceScalar != nullptr) op.scalar = readScalar(op.type, op.deviceScalar);
+  readLateScalar(op);
   if (runExchangeNow(op)) return;
   thread_local std::vector<CollOp> one;
   struct Clear {  // the op holds its communicator: never keep it past the call

@@ -31,9 +31,26 @@ class HandleRegistry {
     auto it = table_.find(handle);
     return it == table_.end() ? nullptr : it->second;
   }
+  // Every call of the data path looks its handle up, a thread mostly the same one again and
+  // again, and the table's mutex and hash cost more than the rest of a small call's checks. So
+  // each thread keeps the last object it found, weakly (a destroyed object must not be kept
+  // alive by a thread that no longer calls), and trusts it until any handle is removed (a
+  // handle can name a new object, at the same address, only after a removal).
   std::shared_ptr<Object> find(const Handle* handle) const {
+    struct LastFound {
+      const HandleRegistry* registry = nullptr;
+      const Handle* handle = nullptr;
+      uint64_t removals = 0;
+      std::weak_ptr<Object> object;
+    };
+    thread_local LastFound last;
+    const uint64_t removals = removals_.load(std::memory_order_acquire);
+    if (last.registry == this && last.handle == handle && last.removals == removals) {
+      if (std::shared_ptr<Object> object = last.object.lock()) return object;
+    }
     std::shared_ptr<Object> object = findOrNull(handle);
     if (!object) throwNotLive(handle);
+    last = LastFound{this, handle, removals, object};
     return object;
   }
   std::shared_ptr<Object> remove(const Handle* handle) {
@@ -42,12 +59,9 @@ class HandleRegistry {
     if (it == table_.end()) throwNotLive(handle);
     std::shared_ptr<Object> object = std::move(it->second);
     table_.erase(it);
-    removals_.fetch_add(1, std::memory_order_release);
+    removals_.fetch_add(1, std::memory_order_release);  // invalidates find()'s caches
     return object;
   }
-  // How many handles were removed so far: a cached lookup made when this was the same is still
-  // good (a handle can be reused, by a new object at the same address, only after a removal).
-  uint64_t removals() const { return removals_.load(std::memory_order_acquire); }
 
  private:
   [[noreturn]] void throwNotLive(const Handle* handle) const {
@@ -58,7 +72,7 @@ class HandleRegistry {
 
   const char* kind_;
   mutable std::mutex mutex_;
-  std::atomic<uint64_t> removals_{0};
+  std::atomic<uint64_t> removals_{0};  // handles removed so far (find())
   std::unordered_map<const Handle*, std::shared_ptr<Object>> table_;
 };
 

@@ -234,15 +234,9 @@ bool Socket::peerReset() const {
 }
 
 long Socket::recvSome(void* data, size_t size) {
-  for (;;) {
-    ssize_t n = ::recv(fd_, data, size, 0);
-    if (n > 0) return n;
-    if (n == 0) return size == 0 ? 0 : -1;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    if (errno == ECONNRESET || errno == EPIPE) return -1;
-    throwSystemError(strCat("receive from ", peer_), errno);
-  }
+  if (size == 0) return 0;
+  const iovec piece{data, size};
+  return recvSomeV(&piece, 1);
 }
 
 long Socket::recvSomeV(const struct iovec* pieces, int count) {
@@ -252,7 +246,7 @@ long Socket::recvSomeV(const struct iovec* pieces, int count) {
   for (;;) {
     ssize_t n = ::recvmsg(fd_, &message, 0);
     if (n > 0) return n;
-    if (n == 0) return -1;  // every caller asks for at least one byte
+    if (n == 0) return -1;  // the peer closed (callers ask for at least one byte)
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     if (errno == ECONNRESET || errno == EPIPE) return -1;
