@@ -30,7 +30,7 @@ enum class CollKind {
 const char* collName(CollKind kind);
 
 // How a call is carried out; chosen once per call by the planner's rules (planner.h).
-enum class Algorithm { kRing, kTree, kChain, kDirect, kHier, kExchange };
+enum class Algorithm { kRing, kTree, kChain, kDirect, kHier, kExchange, kDoubling };
 
 struct CollOp {
   CollKind kind = CollKind::kAllReduce;
@@ -53,6 +53,9 @@ struct CollOp {
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;
+  // Set by the planner for a later phase that reads partial results as its input (the output
+  // buffer): they already carry the pre-op (PreMulSum's multiply), which must not apply twice.
+  bool inputHasPreOp = false;
 };
 
 // Checks every argument against the communicator (types, ops, roots, peers, null buffers with

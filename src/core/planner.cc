@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "algorithms/alltoall.h"
+#include "algorithms/doubling.h"
 #include "algorithms/hierarchical.h"
 #include "algorithms/tree.h"
 #include "src/core/env.h"
@@ -59,6 +60,21 @@ HierPlace hierPlace(const Comm& c) {
 
 size_t opBytes(const CollOp& op) { return op.count * dataTypeSize(op.type); }
 
+// The ranks a rank of recursive doubling exchanges with: its extra rank or host, then its
+// partner of every round.
+struct DoublingPeers {
+  int peer[33] = {};
+  int count = 0;
+};
+DoublingPeers doublingPeers(int nranks, int rank) {
+  const algo::DoublingPlace d = algo::doublingPlace(nranks, rank);
+  DoublingPeers p;
+  if (d.extraPeer >= 0) p.peer[p.count++] = d.extraPeer;
+  if (!d.extra)
+    for (int k = 0; k < d.rounds; ++k) p.peer[p.count++] = algo::doublingPartner(rank, k);
+  return p;
+}
+
 // Every connection id of `op` is shifted when it uses LL.
 int protocolOffset(const CollOp& op) {
   return op.protocol == transport::Protocol::kLL ? kLLChannelOffset : 0;
@@ -80,6 +96,8 @@ const char* algorithmName(Algorithm a) {
       return "hier";
     case Algorithm::kExchange:
       return "exchange";
+    case Algorithm::kDoubling:
+      return "doubling";
   }
   return "?";
 }
@@ -117,6 +135,14 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
       for (int ch = 0; ch < c.channels(); ++ch) {
         out.push_back({next, ch, true});
         out.push_back({prev, ch, false});
+      }
+      break;
+    }
+    case Algorithm::kDoubling: {
+      const DoublingPeers peers = doublingPeers(n, me);
+      for (int i = 0; i < peers.count; ++i) {
+        out.push_back({peers.peer[i], kP2pChannel, true});
+        out.push_back({peers.peer[i], kP2pChannel, false});
       }
       break;
     }
@@ -273,6 +299,76 @@ struct Planner {
     }
   }
 
+  // Recursive doubling (algorithms/doubling.h) over the point-to-point connections, two tasks
+  // per round: the send, and the fold gated on it where the fold overwrites what the send
+  // reads; each round gated on the fold before it. From the second round (and on a host rank
+  // once its extra rank's input is folded in) the input is the output buffer: the partial
+  // result, its pre-op applied.
+  void doubling() {
+    const int me = c.rank();
+    const algo::DoublingPlace d = algo::doublingPlace(c.nranks(), me);
+    const DoublingPeers peers = doublingPeers(c.nranks(), me);
+    // One piece size on every rank: the least over the rank's connections (every
+    // point-to-point connection has the same slots, so all ranks agree).
+    size_t chunk = SIZE_MAX;
+    for (int i = 0; i < peers.count; ++i) {
+      transport::SendConnection* conn = c.sendConnection(peers.peer[i], kP2pChannel + off);
+      LOOM_ENFORCE(conn != nullptr, InternalError,
+                   "doubling AllReduce planned before its connections were made");
+      chunk = std::min(chunk, chunkFor(conn));
+    }
+    auto steps = [&](Prim prim, bool final) {
+      return pipeSteps(prim, 0, 0, op.count, chunk, final);
+    };
+    auto label = [&](const char* part, int to, int from) {
+      TaskLabel l = name;
+      l.algo = "doubling";
+      l.part = part;
+      l.toRank = to;
+      l.fromRank = from;
+      return l;
+    };
+    const int x = d.extraPeer;
+    if (d.extra) {
+      add(steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel), label("input", x, -1));
+      add(steps(Prim::kRecv, false), ringLinks(-1, x, kP2pChannel), label("result", -1, x));
+      return;
+    }
+    CollOp partial = op;  // reads what the previous fold wrote
+    partial.sendbuff = op.recvbuff;
+    partial.inputHasPreOp = true;
+    const PrimTask* last = nullptr;  // the fold that wrote the output last
+    if (x >= 0) {
+      PrimTask* fold = add(steps(Prim::kRecvReduceCopy, false), ringLinks(-1, x, kP2pChannel),
+                           label("fold", -1, x));
+      fold->setInputPosition(0);  // this rank's first: it is the lower one
+      last = fold;
+    }
+    for (int k = 0; k < d.rounds; ++k) {
+      const int partner = algo::doublingPartner(me, k);
+      const bool final = k + 1 == d.rounds;
+      const TaskLinks out = ringLinks(partner, -1, kP2pChannel);
+      const TaskLinks in = ringLinks(-1, partner, kP2pChannel);
+      PrimTask *send, *fold;
+      if (last != nullptr) {
+        send = addOwned(partial, steps(Prim::kSend, false), out, label("send", partner, -1), last);
+        fold = addOwned(partial, steps(Prim::kRecvReduceCopy, final), in,
+                        label("fold", -1, partner), send);
+      } else {
+        const bool inPlace = op.sendbuff == op.recvbuff;
+        send = add(steps(Prim::kSend, false), out, label("send", partner, -1));
+        fold = add(steps(Prim::kRecvReduceCopy, final), in, label("fold", -1, partner),
+                   inPlace ? send : nullptr);
+      }
+      if (last != nullptr || op.sendbuff == op.recvbuff) send->setCopyInput();
+      fold->setInputPosition(me < partner ? 0 : 1);  // the lower rank's vector first
+      last = fold;
+    }
+    if (x >= 0)
+      addOwned(partial, steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel),
+               label("result", x, -1), last);
+  }
+
   // Double binary tree: each tree reduces up and broadcasts down one half of the data.
   void tree() {
     const int me = c.rank();
@@ -334,11 +430,11 @@ struct Planner {
     const HierPlace h = hierPlace(c);
     const int L = h.localRanks;
     // Phases 2 and 3 read the partial results from the output. The pre-op (PreMulSum's
-    // multiply) was applied to the inputs in phase 1; phase 2 adds plain sums and applies the
+    // multiply) was applied to the inputs in phase 1 (inputHasPreOp); phase 2 applies the
     // post-op (SumPostDiv) on its final steps; phase 3 only copies.
     CollOp net = op;
     net.sendbuff = op.recvbuff;
-    if (net.reduce == ReduceOpKind::kPreMulSum) net.reduce = ReduceOpKind::kSum;
+    net.inputHasPreOp = true;
     CollOp gather = net;
     gather.kind = CollKind::kAllGather;
     gather.reduce = ReduceOpKind::kSum;
@@ -438,6 +534,8 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
     p.hier();
   } else if (a == Algorithm::kExchange) {
     p.exchange();
+  } else if (a == Algorithm::kDoubling) {
+    p.doubling();
   } else if (a == Algorithm::kDirect) {
     size_t slot = kLocalChunkBytes;
     if (c.nranks() > 1) {

@@ -3,14 +3,17 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "algorithms/doubling.h"
 #include "src/core/comm.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/prim_task.h"
 #include "src/tune/cost_model.h"
+#include "transports/registry.h"
 #include "transports/slot_ring.h"
 
 namespace loom {
@@ -25,6 +28,26 @@ tune::Algo tuneAlgo(Algorithm a) {
   return a == Algorithm::kTree   ? tune::Algo::kTree
          : a == Algorithm::kHier ? tune::Algo::kHier
                                  : tune::Algo::kRing;
+}
+
+// Whether every pair of ranks talks over the network: each rank on its own host, or ranks of
+// one host that do not use shared memory (LOOM_SHM_DISABLE, LOOM_TRANSPORT=socket). The same
+// answer on every rank: the layout is shared, and the transport settings must match (the
+// connection setup refuses ranks that chose differently).
+bool onlyNetworkLinks(const Comm& comm, const tune::NodeLayout& layout) {
+  const int n = comm.nranks();
+  if (n < 2 || layout.nodes() == n) return n >= 2;
+  for (const std::vector<int>& host : layout.ranks) {
+    if (host.size() < 2) continue;
+    try {
+      const std::vector<RankInfo>& infos = comm.rankInfos();
+      return std::strcmp(transport::selectTransport(infos[host[0]], infos[host[1]]).name(),
+                         "shm") != 0;
+    } catch (const Error&) {
+      return false;  // a bad LOOM_TRANSPORT fails where connections are made, with its message
+    }
+  }
+  return false;
 }
 
 constexpr uint64_t kBytesLimit = (uint64_t{1} << 48) - 2;  // larger calls skip the cache
@@ -54,13 +77,15 @@ PlannerState::PlannerState(const Comm& comm)
     forcedAlgorithm_ = Algorithm::kTree;
   } else if (algo == "exchange") {
     forcedAlgorithm_ = comm.nranks() <= kMaxExchangeRanks ? Algorithm::kExchange : Algorithm::kRing;
+  } else if (algo == "doubling") {
+    forcedAlgorithm_ = comm.nranks() > 1 ? Algorithm::kDoubling : Algorithm::kRing;
   } else if (algo == "hier") {
     // Where it cannot run (one node, one rank per node, uneven nodes) it is the ring.
     forcedAlgorithm_ =
         tune::applies(model_, tune::Algo::kHier) ? Algorithm::kHier : Algorithm::kRing;
   } else {
     LOOM_ENFORCE(algo.empty(), InvalidArgument, "LOOM_ALGO='", envString(EnvVar::LOOM_ALGO),
-                 "' is not an algorithm; use ring, tree, hier or exchange (or unset it)");
+                 "' is not an algorithm; use ring, tree, hier, exchange or doubling (or unset it)");
   }
   const std::string proto = lower(envString(EnvVar::LOOM_PROTO));
   if (proto == "simple") {
@@ -78,6 +103,12 @@ PlannerState::PlannerState(const Comm& comm)
   LOOM_ENFORCE(exchange >= 0, InvalidArgument, "LOOM_EXCHANGE_THRESHOLD=", exchange,
                " must be a size in bytes (>= 0)");
   exchangeMaxBytes_ = static_cast<size_t>(exchange);
+  const int64_t doubling = envInt(EnvVar::LOOM_DOUBLING_THRESHOLD);
+  LOOM_ENFORCE(doubling >= 0, InvalidArgument, "LOOM_DOUBLING_THRESHOLD=", doubling,
+               " must be a size in bytes (>= 0; 0: never)");
+  doublingMaxBytes_ = static_cast<size_t>(doubling);
+  doublingRounds_ = algo::doublingPlace(nranks_, 0).rounds;
+  networkOnly_ = onlyNetworkLinks(comm, layout_);
   const int64_t stream = envInt(EnvVar::LOOM_STREAM_STORE_THRESHOLD);
   LOOM_ENFORCE(stream >= 0, InvalidArgument, "LOOM_STREAM_STORE_THRESHOLD=", stream,
                " must be a size in bytes (>= 0; 0: never)");
@@ -117,6 +148,9 @@ PlanChoice PlannerState::decide(CollKind kind, size_t bytes) const {
     c.algorithm = Algorithm::kRing;
   } else if (forcedAlgorithm_) {
     c.algorithm = *forcedAlgorithm_;
+  } else if (networkOnly_ && nranks_ > 2 && doublingMaxBytes_ > 0 &&
+             bytes <= doublingMaxBytes_ / static_cast<size_t>(doublingRounds_)) {
+    c.algorithm = Algorithm::kDoubling;
   } else if (nranks_ > 1 && nranks_ <= kMaxExchangeRanks &&
              bytes <= exchangeMaxBytes_ / static_cast<size_t>((nranks_ - 1) * (nranks_ - 1))) {
     c.algorithm = Algorithm::kExchange;

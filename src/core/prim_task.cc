@@ -79,7 +79,7 @@ PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const Ta
       // An input may go out as it is unless a pre-op (PreMulSum, float average) changes it on
       // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
       // buffer a Recv of its group fills).
-      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum) &&
+      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !op.inputHasPreOp) &&
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
                    !op.inputOverwritten) {}
 
@@ -192,7 +192,7 @@ bool PrimTask::tryStep() {
   // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
   auto addInput = [&] {
     if (!algo::primReadsInput(s.prim)) return;
-    args.preOpOnSource |= 1u << args.nsrc;
+    if (!op_.inputHasPreOp) args.preOpOnSource |= 1u << args.nsrc;
     args.src[args.nsrc++] = in;
   };
   const int nrecv = recvs ? links_.nrecv : 0;

@@ -3,6 +3,7 @@
 add_executable(loom_algorithm_tests
   ${CMAKE_CURRENT_LIST_DIR}/alltoall_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/chain_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/doubling_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/ring_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/slicing_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/tree_test.cc

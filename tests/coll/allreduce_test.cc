@@ -94,5 +94,33 @@ TEST(AllReduceLarge, ManyChannelsSmallSlots) {
   checkMatrix(3, Transport::kDefault, m);
 }
 
+// Recursive doubling with two and three rounds (4 and 8 ranks, no extra ranks) and with
+// extra ranks (6: four ranks in two rounds and two extra ranks), over TCP where it is the default
+// for small calls; every type and op, every placement, count 0 and 1.
+class AllReduceDoubling : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllReduceDoubling, EveryTypeAndOpOverTcp) {
+  test::ScopedEnv algo("LOOM_ALGO", "doubling");
+  Matrix m;
+  m.salt = 650 + GetParam();
+  checkMatrix(GetParam(), Transport::kSocket, m);
+}
+
+INSTANTIATE_TEST_SUITE_P(Socket, AllReduceDoubling, ::testing::Values(4, 6, 8), ranksName);
+
+// Many pieces per round (small slots): each round's send waits for the fold before it piece by
+// piece, and in place each fold for its own round's send.
+TEST(AllReduceDoubling, ManyPiecesPerRoundInPlaceAndNot) {
+  test::ScopedEnv algo("LOOM_ALGO", "doubling");
+  test::ScopedEnv slots("LOOM_P2P_BUFFSIZE", "65536");
+  Matrix m;
+  m.types = {loomFloat32, loomInt64, loomBfloat16};
+  m.ops = {Op::kSum, Op::kAvg, Op::kPreMulImm, Op::kMin};
+  m.counts = {70001};
+  m.zeroCount = false;
+  m.salt = 660;
+  checkMatrix(5, Transport::kDefault, m);
+}
+
 }  // namespace
 }  // namespace loom::colltest

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#include "src/core/comm.h"
+#include "src/core/comm_registry.h"
+#include "src/core/planner_state.h"
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
 
@@ -59,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Forced{"ll", ""}, Forced{"simple", ""},
                                          Forced{"ll", "tree"}, Forced{"simple", "tree"},
                                          Forced{"ll", "ring"}, Forced{"simple", "ring"},
-                                         Forced{"simple", "exchange"}, Forced{"ll", "exchange"}),
+                                         Forced{"simple", "exchange"}, Forced{"ll", "exchange"},
+                                         Forced{"simple", "doubling"}, Forced{"ll", "doubling"}),
                        ::testing::Values(2, 3, 7)),
     forcedName);
 
@@ -68,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(
 // even and an odd number of ranks.
 TEST(AlgorithmsAgree, EveryRankGetsTheSameBits) {
   for (int nranks : {2, 3, 5}) {
-    for (const char* algo : {"exchange", "ring", "tree"}) {
+    for (const char* algo : {"exchange", "ring", "tree", "doubling"}) {
       test::ScopedEnv force("LOOM_ALGO", algo);
       CommSet comms(nranks);
       ASSERT_TRUE(comms.ok());
@@ -97,6 +101,44 @@ TEST(AlgorithmsAgree, EveryRankGetsTheSameBits) {
   }
 }
 
+// The default AllReduce for small calls: recursive doubling where every link is a network link
+// and there are more than 2 ranks (while log2(ranks) x bytes <= LOOM_DOUBLING_THRESHOLD), the
+// exchange over shared memory and for 2 ranks.
+TEST(DefaultChoice, DoublingOverTheNetworkOnly) {
+  auto algorithm = [](const CommSet& comms, size_t bytes) {
+    return findComm(comms[0])->plannerState().choose(CollKind::kAllReduce, bytes).algorithm;
+  };
+  {
+    CommSet tcp(4, Transport::kShmDisabled);
+    ASSERT_TRUE(tcp.ok());
+    EXPECT_EQ(algorithm(tcp, 8), Algorithm::kDoubling);
+    EXPECT_EQ(algorithm(tcp, 512 << 10), Algorithm::kDoubling);  // 2 rounds x 512 KiB
+    EXPECT_NE(algorithm(tcp, (512 << 10) + 1), Algorithm::kDoubling);
+  }
+  {
+    CommSet socket(3, Transport::kSocket);  // 1 round and an extra rank
+    ASSERT_TRUE(socket.ok());
+    EXPECT_EQ(algorithm(socket, 1 << 20), Algorithm::kDoubling);
+    EXPECT_NE(algorithm(socket, (1 << 20) + 1), Algorithm::kDoubling);
+  }
+  {
+    CommSet shm(4);
+    ASSERT_TRUE(shm.ok());
+    EXPECT_EQ(algorithm(shm, 8), Algorithm::kExchange);
+  }
+  {
+    CommSet pair(2, Transport::kShmDisabled);
+    ASSERT_TRUE(pair.ok());
+    EXPECT_EQ(algorithm(pair, 8), Algorithm::kExchange);
+  }
+  {
+    test::ScopedEnv never("LOOM_DOUBLING_THRESHOLD", "0");
+    CommSet tcp(4, Transport::kShmDisabled);
+    ASSERT_TRUE(tcp.ok());
+    EXPECT_EQ(algorithm(tcp, 8), Algorithm::kExchange);
+  }
+}
+
 // NCCL users write NCCL_PROTO=LL and NCCL_ALGO=Ring: the overrides are case-insensitive.
 TEST(ForcedChoices, OverridesIgnoreCase) {
   test::ScopedEnv proto("LOOM_PROTO", "LL");
@@ -112,11 +154,10 @@ TEST(ForcedChoices, OverridesIgnoreCase) {
 // The communicator reads its overrides once, at init: a value it does not know fails init
 // with a message naming the variable, not some later call.
 TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmFailsInit) {
-  const std::pair<const char*, const char*> cases[] = {{"LOOM_PROTO", "carrier-pigeon"},
-                                                       {"LOOM_ALGO", "telepathy"},
-                                                       {"LOOM_LL_THRESHOLD", "-5"},
-                                                       {"LOOM_EXCHANGE_THRESHOLD", "-1"},
-                                                       {"LOOM_STREAM_STORE_THRESHOLD", "-2"}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"LOOM_PROTO", "carrier-pigeon"},  {"LOOM_ALGO", "telepathy"},
+      {"LOOM_LL_THRESHOLD", "-5"},       {"LOOM_EXCHANGE_THRESHOLD", "-1"},
+      {"LOOM_DOUBLING_THRESHOLD", "-3"}, {"LOOM_STREAM_STORE_THRESHOLD", "-2"}};
   for (const auto& [name, value] : cases) {
     test::ScopedEnv env(name, value);
     loomComm_t comms[2] = {};

@@ -121,7 +121,7 @@ for ((r = 0; r < NRANKS; ++r)); do
 done
 echo "ring (rank 0): $(grep -o "ring 0:.*" "$LOGDIR/all.0.log" | head -n 1)"
 # 2. AllReduce forced through each algorithm.
-for algo in hier ring tree; do
+for algo in hier ring tree doubling; do
   run_job "allreduce-$algo" "LOOM_ALGO=$algo" "$COLL_RANK" allreduce "$NRANKS" @RANK@ @ID@ ||
     status=1
 done
