@@ -82,6 +82,10 @@ class SendConnection {
   virtual void postDirect(const void* data, size_t bytes, uint32_t tag) {
     (void)data, (void)bytes, (void)tag;
   }
+  // Throws RemoteError when the peer's process is gone. The executor asks every so often
+  // during a long wait on this connection (a system call; never per poll). Connections that
+  // notice by themselves in progress() (a socket's EOF) need nothing here.
+  virtual void checkPeer() const {}
 };
 
 class RecvConnection {
@@ -103,6 +107,8 @@ class RecvConnection {
   virtual size_t slotBytes() const = 0;
   // As SendConnection::armWait, for a tryReceive() that found no data.
   virtual WaitArm armWait(WaitSet& set) = 0;
+  // As SendConnection::checkPeer.
+  virtual void checkPeer() const {}
 };
 
 }  // namespace loom::transport

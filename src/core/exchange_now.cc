@@ -120,6 +120,12 @@ class ExchangeNow {
       throwIfAborted(comm_->abortFlag(), "a collective");
       if (timeout_.count() > 0 && backoff_.waited() > timeout_)
         throwStalled(timeout_, "\n  " + what());
+      if (backoff_.peerCheckDue()) {
+        for (int l = 0; l < nlanes_; ++l) {
+          for (int k = 0; k < lanes_[l].out.nsend; ++k) lanes_[l].out.send[k]->checkPeer();
+          for (int k = 0; k < lanes_[l].in.nrecv; ++k) lanes_[l].in.recv[k]->checkPeer();
+        }
+      }
       backoff_.idle(arm);
     }
   }

@@ -98,6 +98,12 @@ std::string PrimTask::waitingFor() const {
   return strCat(label_.str(), ": its turn on a connection an earlier operation uses");
 }
 
+void PrimTask::checkPeer() const {
+  if (done_) return;
+  if (wait_ == Wait::kData) links_.recv[waitIndex_]->checkPeer();
+  if (wait_ == Wait::kSlot) links_.send[waitIndex_]->checkPeer();
+}
+
 transport::WaitArm PrimTask::armWait(transport::WaitSet& set) const {
   switch (wait_) {
     case Wait::kData:

@@ -103,6 +103,9 @@ class PrimTask {
   void setInputPosition(int index) { inputPosition_ = index; }
   // Never posts the input by address (something of this rank overwrites it meanwhile).
   void setCopyInput() { directInput_ = false; }
+  // Throws RemoteError when the peer of the connection this task waits on is gone
+  // (Connection::checkPeer; the executor asks during long waits).
+  void checkPeer() const;
   // Before the executor sleeps: arms the connection this task waits on (wait.h). kArmed with
   // nothing added when it waits on its own gate (another task of this executor).
   transport::WaitArm armWait(transport::WaitSet& set) const;

@@ -60,6 +60,9 @@ void runTaskLoop(const TaskLoop& loop) {
         if (!t->done()) waiting += "\n  " + t->waitingFor();
       throwStalled(timeout, waiting);
     }
+    if (backoff.peerCheckDue())
+      for (auto& t : tasks)
+        if (!t->done()) t->checkPeer();
     backoff.idle([&](transport::WaitSet& set) {
       for (size_t i = 0; i < tasks.size(); ++i) {
         if (tasks[i]->done() || !mayStep(i)) continue;
@@ -80,6 +83,9 @@ void runTaskLoop(const TaskLoop& loop) {
     }
     if (drained) break;
     for (Comm* c : loop.comms) throwIfAborted(c->abortFlag(), "a collective");
+    if (backoff.peerCheckDue())
+      for (auto* s : loop.sends)
+        if (!s->drained()) s->checkPeer();
     backoff.idle([&](transport::WaitSet& set) {
       for (auto* s : loop.sends) {
         const transport::WaitArm state =

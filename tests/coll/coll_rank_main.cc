@@ -6,9 +6,14 @@
 // Scenarios: allreduce, allgather, broadcast, alltoall, reducescatter, reduce, ring (send/recv
 // to the next rank, receive from the previous one, in a group), or all of them ("all").
 // Prints "ok" and exits 0 when every result is right; else prints "fail <what>" and exits 1.
+// "until-error": AllReduces of 8 floats until one fails (a peer killed by the test),
+// printing "running" after the first 200; prints "error <code>: <message>" and exits 10 +
+// code. "until-error-large": the same with 4 MiB (the general path, several steps).
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "loom/loom.h"
 #include "tests/coll/coll_case.h"
@@ -77,6 +82,24 @@ void ring(loomComm_t comm, int n, int rank) {
   }
 }
 
+// Returns the exit code: 10 + the first error's code.
+int allReduceUntilError(loomComm_t comm, size_t count) {
+  std::vector<float> in(count, 1.0f), out(count);
+  for (uint64_t call = 1;; ++call) {
+    const loomResult_t r =
+        loomAllReduce(in.data(), out.data(), count, loomFloat32, loomSum, comm, nullptr);
+    if (r != loomSuccess) {
+      std::printf("error %d: %s\n", static_cast<int>(r), loomGetLastError(comm));
+      std::fflush(stdout);
+      return 10 + static_cast<int>(r);
+    }
+    if (call == 200) {
+      std::printf("running\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,6 +112,8 @@ int main(int argc, char** argv) {
   loomUniqueId id = loom::test::idFromHex(argv[4]);
   loomComm_t comm = nullptr;
   check(loomCommInitRank(&comm, n, id, rank), "loomCommInitRank", nullptr);
+  if (scenario == "until-error") return allReduceUntilError(comm, 8);
+  if (scenario == "until-error-large") return allReduceUntilError(comm, size_t{1} << 20);
   const bool all = scenario == "all";
   bool known = false;
   auto run = [&](const char* name, auto body) {

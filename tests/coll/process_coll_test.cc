@@ -1,6 +1,8 @@
 // Collectives between ranks in separate processes (loom_coll_rank), over shared memory and
-// over TCP: every rank checks its results and reports "ok".
+// over TCP: every rank checks its results and reports "ok"; a rank killed mid-call makes the
+// others fail.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -85,6 +87,51 @@ INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
                                            Param{"all", 2, "cma"}, Param{"all", 3, "cma"},
                                            Param{"all", 3, "shmstream"}),
                          paramName);
+
+// A rank killed in the middle of a stream of AllReduces (small: the exchange's fast path over
+// shared memory, recursive doubling over TCP; large: the ring, the general path): every other
+// rank's call fails with an error that says a peer is gone, well before LOOM_TIMEOUT, instead
+// of hanging.
+using KillParam = std::tuple<std::string, std::string>;  // scenario, transport
+class PeerKilledDuringAllReduce : public ::testing::TestWithParam<KillParam> {};
+
+TEST_P(PeerKilledDuringAllReduce, OthersFailInsteadOfHanging) {
+  const auto& [scenario, transport] = GetParam();
+  const int n = 4, victim = 2;
+  loomUniqueId id = test::makeId();
+  std::vector<std::string> env{"LOOM_SOCKET_IFNAME=lo", "LOOM_TIMEOUT=60"};
+  if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
+  std::vector<test::RankProcess> procs;
+  for (int r = 0; r < n; ++r)
+    procs.push_back(
+        spawnCollRank({scenario, std::to_string(n), std::to_string(r), test::idToHex(id)}, env));
+  std::string victimOut;
+  ASSERT_TRUE(test::waitForLine(procs[victim], "running", 60000, &victimOut)) << victimOut;
+  ASSERT_EQ(kill(procs[victim].pid, SIGKILL), 0);
+  EXPECT_EQ(test::waitRank(procs[victim], 30000), std::optional<int>(128 + SIGKILL));
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    std::string out;
+    const std::optional<int> code = test::waitRank(procs[r], 45000, &out);
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " hung after rank " << victim
+                                  << " was killed: " << out;
+    EXPECT_EQ(*code, 10 + loomRemoteError) << "rank " << r << ": " << out;
+    // "rank 2 is gone ... (did it exit or crash?)", or the same of a rank that failed first.
+    EXPECT_NE(out.find("exit"), std::string::npos) << out;
+  }
+}
+
+std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerKilledDuringAllReduce,
+                         ::testing::Combine(::testing::Values("until-error", "until-error-large"),
+                                            ::testing::Values("shm", "socket")),
+                         killName);
 
 }  // namespace
 }  // namespace loom::colltest

@@ -107,6 +107,7 @@ class LLSendConnection final : public SendConnection {
   bool progress() override { return false; }      // the stores are the transfer
   bool drained() const override { return true; }  // post copied the staging buffer out
   size_t slotBytes() const override { return kLLSlotBytes; }
+  void checkPeer() const override { checkPeerHolds(segment_, peer_); }
 
  private:
   ShmSegment segment_;
@@ -150,6 +151,7 @@ class LLRecvConnection final : public RecvConnection {
 
   bool progress() override { return false; }
   size_t slotBytes() const override { return kLLSlotBytes; }
+  void checkPeer() const override { checkPeerHolds(segment_, peer_); }
 
  private:
   // Moves the words of step head_ that have landed into staging_; true once all have.

@@ -21,14 +21,6 @@ namespace {
 
 std::atomic<uint64_t> fallocateOverride{0};
 
-// Closes an fd on scope exit: the mapping keeps the segment, the descriptor is not needed.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 std::string randomName() {
   uint64_t bits[1] = {};
   // getrandom: a name nobody can predict, so no one can create it first or open it by guess.
@@ -72,7 +64,8 @@ ShmSegment ShmSegment::create(size_t bytes) {
   s.name_ = randomName();
   int fd = shm_open(s.name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) throwSystemError(strCat("shm_open(", s.name_, ") in /dev/shm"), errno);
-  FdCloser closer{fd};
+  s.fd_ = fd;  // the destructor closes it from here on
+  s.creator_ = true;
   s.linked_ = true;  // from here on the destructor removes the name if anything fails
 
   // posix_fallocate, not just ftruncate: ftruncate makes a sparse file that /dev/shm may be
@@ -90,6 +83,7 @@ ShmSegment ShmSegment::create(size_t bytes) {
   s.data_ = mapShared(fd, bytes, s.name_);
   s.size_ = bytes;
   std::memset(s.data_, 0, bytes);  // already zero; the write makes every page ours, now
+  s.holdMark();
   LOOM_TRACE(kLogShm, "created shared-memory segment ", s.name_, " of ", bytes, " bytes");
   return s;
 }
@@ -106,14 +100,47 @@ ShmSegment ShmSegment::attach(const std::string& name, size_t bytes) {
                             "e.g. docker run --ipc=host; else set LOOM_SHM_DISABLE=1)"),
                      errno);
   }
-  FdCloser closer{fd};
+  s.fd_ = fd;
   struct stat st {};
   if (fstat(fd, &st) != 0) throwSystemError(strCat("fstat of ", name), errno);
   LOOM_ENFORCE(static_cast<size_t>(st.st_size) >= bytes, SystemError, "shared-memory segment ",
                name, " holds ", st.st_size, " bytes where ", bytes, " were expected");
   s.data_ = mapShared(fd, bytes, name);
   s.size_ = bytes;
+  s.holdMark();
   return s;
+}
+
+namespace {
+struct flock markRange(bool creatorsMark, short type) {
+  struct flock lock {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = creatorsMark ? 0 : 1;
+  lock.l_len = 1;
+  return lock;
+}
+}  // namespace
+
+void ShmSegment::holdMark() {
+  struct flock lock = markRange(creator_, F_RDLCK);
+  marked_ = fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  if (!marked_)
+    LOOM_INFO(kLogShm, "F_OFD_SETLK on ", name_, ": ", std::strerror(errno),
+              " (a peer that dies will only be noticed by the timeout)");
+}
+
+bool ShmSegment::peerHoldsIt() const {
+  if (!marked_) return true;
+  struct flock lock = markRange(!creator_, F_WRLCK);  // would a write lock on its mark conflict?
+  if (fcntl(fd_, F_OFD_GETLK, &lock) != 0) return true;
+  return lock.l_type != F_UNLCK;
+}
+
+void checkPeerHolds(const ShmSegment& segment, int peer) {
+  LOOM_ENFORCE(segment.peerHoldsIt(), RemoteError, "rank ", peer,
+               " is gone: its process no longer holds the shared memory of its connection with "
+               "this rank (did it exit or crash?)");
 }
 
 void ShmSegment::unlink() {
@@ -129,8 +156,11 @@ void ShmSegment::release() noexcept {
     shm_unlink(name_.c_str());
   }
   if (data_ != nullptr) munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);  // drops our mark
   data_ = nullptr;
   size_ = 0;
+  fd_ = -1;
+  marked_ = false;
 }
 
 ShmSegment::~ShmSegment() { release(); }
@@ -139,6 +169,9 @@ ShmSegment::ShmSegment(ShmSegment&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       name_(std::move(other.name_)),
+      fd_(std::exchange(other.fd_, -1)),
+      creator_(other.creator_),
+      marked_(std::exchange(other.marked_, false)),
       linked_(std::exchange(other.linked_, false)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
@@ -147,6 +180,9 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     name_ = std::move(other.name_);
+    fd_ = std::exchange(other.fd_, -1);
+    creator_ = other.creator_;
+    marked_ = std::exchange(other.marked_, false);
     linked_ = std::exchange(other.linked_, false);
   }
   return *this;

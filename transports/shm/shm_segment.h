@@ -6,6 +6,14 @@
 // touch, maps it and faults every page in once. The creator unlinks the name as soon as the
 // peer has mapped it (or in its destructor): from then on the memory lives only as long as
 // the mappings, and a crash leaves nothing behind in /dev/shm.
+//
+// Whether the peer is still there. Each side keeps its descriptor open and holds an
+// open-file-description lock (F_OFD_SETLK) on one byte of the file: byte 0 the creator's,
+// byte 1 the attacher's. The kernel drops such a lock when the process's last descriptor of
+// it closes, so also when the process dies however it dies (SIGKILL, OOM killer), and a
+// peer's lock is visible through F_OFD_GETLK without any permission over its process (no pid,
+// no ptrace; pid namespaces do not matter). A rank killed in the middle of a call over shared
+// memory is otherwise only noticed by the timeout: its peers poll a ring nobody will write.
 #pragma once
 
 #include <cstddef>
@@ -39,14 +47,26 @@ class ShmSegment {
   void* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }
+  // False once the other side's process no longer holds the segment (it exited, crashed or
+  // destroyed the connection). A system call: for long waits, not for every poll. True where
+  // the locks are not available (then nothing is detected, as before).
+  bool peerHoldsIt() const;
 
  private:
   void release() noexcept;
+  void holdMark();  // takes this side's lock
   void* data_ = nullptr;
   size_t size_ = 0;
   std::string name_;
-  bool linked_ = false;  // our name is still in /dev/shm and ours to remove
+  int fd_ = -1;           // kept open: it holds our mark
+  bool creator_ = false;  // our mark is byte 0 (creator) or 1 (attacher)
+  bool marked_ = false;   // our mark is held (else the peer's is not looked at either)
+  bool linked_ = false;   // our name is still in /dev/shm and ours to remove
 };
+
+// Throws RemoteError naming `peer` when it no longer holds `segment` (the connections'
+// checkPeer()).
+void checkPeerHolds(const ShmSegment& segment, int peer);
 
 namespace testing {
 // Fault injection: when non-zero, create() asks posix_fallocate for this many bytes instead

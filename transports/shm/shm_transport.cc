@@ -125,6 +125,7 @@ class ShmSendConnection final : public SendConnection {
 
   bool progress() override { return false; }  // posting already made the data visible
   size_t slotBytes() const override { return ring_.slotBytes; }
+  void checkPeer() const override { shm::checkPeerHolds(segment_, peer_); }
 
  private:
   // The loomMemAlloc region holding the whole step when the receiver maps our regions (its
@@ -240,6 +241,7 @@ class ShmRecvConnection final : public RecvConnection {
 
   bool progress() override { return false; }
   size_t slotBytes() const override { return ring_.slotBytes; }
+  void checkPeer() const override { shm::checkPeerHolds(segment_, peer_); }
 
  private:
   // A registered step: read in place from our mapping of the sender's region. The mapping of
