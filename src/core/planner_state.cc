@@ -107,7 +107,8 @@ PlannerState::PlannerState(const Comm& comm)
   LOOM_ENFORCE(doubling >= 0, InvalidArgument, "LOOM_DOUBLING_THRESHOLD=", doubling,
                " must be a size in bytes (>= 0; 0: never)");
   doublingMaxBytes_ = static_cast<size_t>(doubling);
-  doublingRounds_ = algo::doublingPlace(nranks_, 0).rounds;
+  const algo::DoublingPlace d = algo::doublingPlace(nranks_, 0);
+  doublingSteps_ = d.rounds + (d.pow2 < nranks_ ? 2 : 0);
   networkOnly_ = onlyNetworkLinks(comm, layout_);
   const int64_t stream = envInt(EnvVar::LOOM_STREAM_STORE_THRESHOLD);
   LOOM_ENFORCE(stream >= 0, InvalidArgument, "LOOM_STREAM_STORE_THRESHOLD=", stream,
@@ -149,7 +150,7 @@ PlanChoice PlannerState::decide(CollKind kind, size_t bytes) const {
   } else if (forcedAlgorithm_) {
     c.algorithm = *forcedAlgorithm_;
   } else if (networkOnly_ && nranks_ > 2 && doublingMaxBytes_ > 0 &&
-             bytes <= doublingMaxBytes_ / static_cast<size_t>(doublingRounds_)) {
+             bytes <= doublingMaxBytes_ / static_cast<size_t>(doublingSteps_)) {
     c.algorithm = Algorithm::kDoubling;
   } else if (nranks_ > 1 && nranks_ <= kMaxExchangeRanks &&
              bytes <= exchangeMaxBytes_ / static_cast<size_t>((nranks_ - 1) * (nranks_ - 1))) {

@@ -65,16 +65,19 @@ class PlannerState {
   // from 64 KiB (48 vs 55 us).
   size_t exchangeMaxBytes_ = 0;
   // LOOM_DOUBLING_THRESHOLD: where every link is a network link (networkOnly_), AllReduce of
-  // more than 2 ranks takes recursive doubling while log2(pow2) x bytes <= this. There a
+  // more than 2 ranks takes recursive doubling while doublingSteps_ x bytes <= this: the
+  // whole vector crosses that many times in a row (log2 of the largest power of two <= n
+  // rounds, 2 more where extra ranks fold in first and get the result last). There a
   // message costs system calls at both ends, and doubling sends one per round where the
   // exchange sends n - 1 and the ring runs 2(n - 1) steps. Default 1 MiB, measured with
-  // all_reduce_perf over TCP (LOOM_SHM_DISABLE=1) on 2 cores, default vs LOOM_ALGO=doubling,
-  // us per call: 4 ranks 8 B 56 vs 46 (Open MPI ~47), 32 KiB 153 vs 115, 64 KiB 317 vs 187,
-  // 256 KiB 851 vs 563, 1 MiB 2086 vs 2078, 4 MiB 7199 vs 9652; 3 ranks 8 B 35 vs 30, 64 KiB
-  // 96 vs 78; 6 ranks 8 B 178 vs 78. Over shared memory the exchange stays ahead (4 ranks 8 B
-  // 3.2 vs 5.8 us, 16 KiB 12.3 vs 14.9).
+  // all_reduce_perf over TCP (LOOM_SHM_DISABLE=1) on 2 cores, the previous default (exchange,
+  // then ring) or the ring vs LOOM_ALGO=doubling, us per call: 4 ranks 8 B 56 vs 46 (Open MPI
+  // ~47), 32 KiB 153 vs 115, 64 KiB 317 vs 187, 256 KiB 851 vs 563, 1 MiB 2086 vs 2078, 4 MiB
+  // 7199 vs 9652; 3 ranks 8 B 35 vs 30, 64 KiB 96 vs 78, 128 KiB 151 vs 127, 256 KiB 227 vs
+  // 212, 1 MiB ring 851 vs 905; 6 ranks 8 B 178 vs 78. Over shared memory the exchange stays
+  // ahead (4 ranks 8 B 3.2 vs 5.8 us, 16 KiB 12.3 vs 14.9).
   size_t doublingMaxBytes_ = 0;
-  int doublingRounds_ = 0;  // log2 of the largest power of two <= nranks
+  int doublingSteps_ = 0;
   bool networkOnly_ = false;
   bool oversubscribed_ = false;
   // LOOM_STREAM_STORE_THRESHOLD, default 4 MiB. Measured with 2 processes: a slot of a large

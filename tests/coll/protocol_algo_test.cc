@@ -102,7 +102,7 @@ TEST(AlgorithmsAgree, EveryRankGetsTheSameBits) {
 }
 
 // The default AllReduce for small calls: recursive doubling where every link is a network link
-// and there are more than 2 ranks (while log2(ranks) x bytes <= LOOM_DOUBLING_THRESHOLD), the
+// and there are more than 2 ranks (while steps x bytes <= LOOM_DOUBLING_THRESHOLD), the
 // exchange over shared memory and for 2 ranks.
 TEST(DefaultChoice, DoublingOverTheNetworkOnly) {
   auto algorithm = [](const CommSet& comms, size_t bytes) {
@@ -116,10 +116,10 @@ TEST(DefaultChoice, DoublingOverTheNetworkOnly) {
     EXPECT_NE(algorithm(tcp, (512 << 10) + 1), Algorithm::kDoubling);
   }
   {
-    CommSet socket(3, Transport::kSocket);  // 1 round and an extra rank
+    CommSet socket(3, Transport::kSocket);  // 1 round + the extra rank in and out: 3 steps
     ASSERT_TRUE(socket.ok());
-    EXPECT_EQ(algorithm(socket, 1 << 20), Algorithm::kDoubling);
-    EXPECT_NE(algorithm(socket, (1 << 20) + 1), Algorithm::kDoubling);
+    EXPECT_EQ(algorithm(socket, (1 << 20) / 3), Algorithm::kDoubling);
+    EXPECT_NE(algorithm(socket, (1 << 20) / 3 + 1), Algorithm::kDoubling);
   }
   {
     CommSet shm(4);
