@@ -198,17 +198,17 @@ void memoryTraffic() {
 }
 
 // A child fills `kBytes` of its own memory (so no page is shared copy-on-write with us, which
-// would make the kernel copy it on the first pin) and waits; the parent reads `kStep`-byte
-// pieces of it with process_vm_readv and memcpys the same amount between two buffers of its
-// own, all warm, and reports the medians. `hugePages`: every buffer is advised MADV_HUGEPAGE.
+// would make the kernel copy it on the first pin) and waits until the parent is done; the parent
+// reads `kStep`-byte pieces of it with process_vm_readv and memcpys the same amount between two
+// buffers of its own, all warm, and reports the medians. `hugePages`: every buffer is advised
+// MADV_HUGEPAGE.
 void singleCopy(bool hugePages) {
   constexpr size_t kBytes = size_t{16} << 20, kStep = size_t{1} << 20, kAlign = size_t{2} << 20;
   constexpr int kRounds = 64;
   auto* shared = static_cast<std::atomic<uintptr_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) die("mmap");
-  shared[0].store(0);
-  shared[1].store(0);
+  for (int i = 0; i < 3; ++i) shared[i].store(0);  // the child's buffer, done, the child's pid
   auto buffer = [&](int fill) {
     void* p = aligned_alloc(kAlign, kBytes);
     if (p == nullptr) die("aligned_alloc");
@@ -216,34 +216,39 @@ void singleCopy(bool hugePages) {
     memset(p, fill, kBytes);
     return static_cast<char*>(p);
   };
-  const pid_t pid = fork();
-  if (pid < 0) die("fork");
-  if (pid == 0) {
-    shared[0].store(reinterpret_cast<uintptr_t>(buffer(1)));
-    while (shared[1].load() == 0) usleep(1000);
-    _exit(0);
-  }
-  char* to = buffer(0);
-  char* from = buffer(1);
-  uintptr_t remote;
-  while ((remote = shared[0].load()) == 0) usleep(1000);
   std::vector<double> cma, copy;
-  for (int r = 0; r < kRounds; ++r) {
-    const size_t offset = static_cast<size_t>(r) * kStep % kBytes;
-    iovec local{to + offset, kStep};
-    iovec peer{reinterpret_cast<void*>(remote + offset), kStep};
-    const auto t0 = Clock::now();
-    if (process_vm_readv(pid, &local, 1, &peer, 1, 0) != static_cast<ssize_t>(kStep)) {
-      perror("process_vm_readv (CMA; not permitted here?)");
-      break;
-    }
-    cma.push_back(secondsSince(t0));
-    const auto t1 = Clock::now();
-    memcpy(to + offset, from + offset, kStep);
-    copy.push_back(secondsSince(t1));
-  }
-  shared[1].store(1);
-  waitpid(pid, nullptr, 0);
+  withChild(
+      [&] {
+        shared[2].store(static_cast<uintptr_t>(getpid()));  // before the address it waits on
+        shared[0].store(reinterpret_cast<uintptr_t>(buffer(1)));
+        while (shared[1].load() == 0) usleep(1000);
+      },
+      [&] {
+        // Allocated after the fork, as the child's, so neither side shares a page with the other.
+        char* to = buffer(0);
+        char* from = buffer(1);
+        uintptr_t remote;
+        while ((remote = shared[0].load()) == 0) usleep(1000);
+        const pid_t child = static_cast<pid_t>(shared[2].load());
+        for (int r = 0; r < kRounds; ++r) {
+          const size_t offset = static_cast<size_t>(r) * kStep % kBytes;
+          iovec local{to + offset, kStep};
+          iovec peer{reinterpret_cast<void*>(remote + offset), kStep};
+          const auto t0 = Clock::now();
+          if (process_vm_readv(child, &local, 1, &peer, 1, 0) != static_cast<ssize_t>(kStep)) {
+            perror("process_vm_readv (CMA; not permitted here?)");
+            break;
+          }
+          cma.push_back(secondsSince(t0));
+          const auto t1 = Clock::now();
+          memcpy(to + offset, from + offset, kStep);
+          copy.push_back(secondsSince(t1));
+        }
+        shared[1].store(1);
+        free(to);
+        free(from);
+        return 0.0;
+      });
   if (cma.size() > kBytes / kStep) {  // the first pass over the buffers is not counted
     cma.erase(cma.begin(), cma.begin() + kBytes / kStep);
     copy.erase(copy.begin(), copy.begin() + kBytes / kStep);
@@ -256,8 +261,6 @@ void singleCopy(bool hugePages) {
         hugePages ? "huge pages" : "4 KiB pages", kStep / c / 1e9, kStep / m / 1e9,
         (c - m) * 1e9 / (kStep / 4096));
   }
-  free(to);
-  free(from);
   munmap(shared, 4096);
 }
 
