@@ -1,6 +1,7 @@
 // Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): a group's
 // first calls try both ways, then the faster way wins and the other is retried in bursts; the
-// first call after a change of way is not counted; a change of the machine's state flips the
+// first call after a change of way is not counted, nor the ring's calls before every slot was
+// written once; a change of the machine's state flips the
 // choice; one slow call does not; small calls and groups of other sizes or collectives are counted
 // apart; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
 #include <gtest/gtest.h>
@@ -16,6 +17,10 @@ namespace loom {
 namespace {
 
 constexpr size_t kMin = 16384;
+// A ring of 64 KiB: the 64 KiB calls most tests make write all of it in one call, so their
+// groups count from call 1 and warm up in 6 calls (ringColdCalls has its own test).
+constexpr size_t kRing = 65536;
+constexpr int kWarmup = 6;
 
 // Runs `calls` calls of one group, each taking ringNs or pullNs; returns how many pulled.
 int run(PullPolicy& p, int calls, uint64_t ringNs, uint64_t pullNs,
@@ -43,15 +48,15 @@ std::string ways(PullPolicy& p, int n, uint64_t ringNs, uint64_t pullNs) {
 
 // The way call `i` of a group takes when pulling is (or is not) the faster from the start.
 char expectedWay(int i, bool pullFaster) {
-  if (i < static_cast<int>(PullPolicy::kWarmupCalls))
-    return i >= static_cast<int>(PullPolicy::kWarmupCalls) / 2 ? 'p' : 'r';
+  if (i < kWarmup) return i >= kWarmup / 2 ? 'p' : 'r';
   const bool explore = PullPolicy::exploresOn(static_cast<uint32_t>(i));
   return (pullFaster != explore) ? 'p' : 'r';
 }
 
 TEST(PullPolicy, WarmupThenTheFasterWayWinsAndTheOtherIsRetriedInBursts) {
   for (bool pullFaster : {true, false}) {
-    PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+    PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
+    EXPECT_EQ(p.warmupCalls(65536), static_cast<uint32_t>(kWarmup));
     const std::string s = pullFaster ? ways(p, 600, 9000, 5000) : ways(p, 600, 5000, 9000);
     EXPECT_EQ(s.substr(0, 6), "rrrppp");
     for (int i = 0; i < 600; ++i) EXPECT_EQ(s[i], expectedWay(i, pullFaster)) << "call " << i;
@@ -64,7 +69,7 @@ TEST(PullPolicy, WarmupThenTheFasterWayWinsAndTheOtherIsRetriedInBursts) {
 
 // A lone call of the other way runs cold: the first call after a change of way is not counted.
 TEST(PullPolicy, TheFirstCallAfterAChangeOfWayIsNotCounted) {
-  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   std::string counted;
   for (int i = 0; i < 20; ++i) {
     const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
@@ -75,8 +80,34 @@ TEST(PullPolicy, TheFirstCallAfterAChangeOfWayIsNotCounted) {
   EXPECT_EQ(counted, "01101111111111110110");
 }
 
+// With LOOM_BUFFSIZE's default ring (16 MiB), a 512 KiB call writes one slot: its group's first
+// 8 ring calls write slots nothing of that size wrote before and do not count. Calls as big as
+// the ring write every slot in their first call.
+TEST(PullPolicy, TheRingCountsOnlyOnceEverySlotWasWritten) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, 16 * kMiB);
+  EXPECT_EQ(p.ringColdCalls(64 << 10), 8u);
+  EXPECT_EQ(p.ringColdCalls(4 * kMiB), 4u);
+  EXPECT_EQ(p.ringColdCalls(5 * kMiB), 4u);
+  EXPECT_EQ(p.ringColdCalls(16 * kMiB), 1u);
+  EXPECT_EQ(p.ringColdCalls(size_t{1} << 30), 1u);
+  std::string ways, counted;
+  for (int i = 0; i < 20; ++i) {
+    const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, kMiB / 2);
+    ways += t.pull ? 'p' : 'r';
+    counted += t.counts ? '1' : '0';
+    // The cold ring calls are slow; counted, they would make the group pull.
+    const uint64_t ringNs = i < 8 ? 200000 : 40000;
+    p.record(t, t.pull ? 57000 : ringNs);
+  }
+  // ring 0-9 (8, 9 counted), pull 10-12 (11, 12 counted), then the ring; pull burst 16-18.
+  EXPECT_EQ(ways, "rrrrrrrrrrppprrrpppr");
+  EXPECT_EQ(counted, "00000000110110110110");
+  EXPECT_EQ(p.warmupCalls(kMiB / 2), 13u);
+}
+
 TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
-  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   EXPECT_EQ(run(p, 100, 5000, 9000), 9);  // 3 warming up, bursts at 16 and 48
   // One descheduled ring call (100x) counts for at most 4x the mean: still the ring.
   PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
@@ -90,7 +121,7 @@ TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
 }
 
 TEST(PullPolicy, GroupsAreCountedApart) {
-  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   run(p, 100, 9000, 5000);  // pull wins for AllGather 64 KiB
   // Another size class, another collective: they warm up on their own; the ring wins there.
   for (auto [kind, bytes] : {std::pair{CollKind::kAllGather, size_t{1} << 20},
@@ -105,16 +136,16 @@ TEST(PullPolicy, GroupsAreCountedApart) {
 }
 
 TEST(PullPolicy, SmallCallsAndFixedModesAreNotMeasured) {
-  PullPolicy p(PullPolicy::Mode::kAuto, kMin);
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   const PullPolicy::Ticket small = p.decide(CollKind::kAllReduce, kMin - 1);
   EXPECT_FALSE(small.pull);
   EXPECT_LT(small.group, 0);
-  PullPolicy always(PullPolicy::Mode::kAlways, kMin);
+  PullPolicy always(PullPolicy::Mode::kAlways, kMin, kRing);
   EXPECT_TRUE(always.pullsAlways());
   const PullPolicy::Ticket a = always.decide(CollKind::kAllReduce, 1 << 20);
   EXPECT_TRUE(a.pull);
   EXPECT_LT(a.group, 0);
-  PullPolicy never(PullPolicy::Mode::kNever, 0);
+  PullPolicy never(PullPolicy::Mode::kNever, 0, 0);
   EXPECT_FALSE(never.decide(CollKind::kAllReduce, 1 << 20).pull);
 }
 

@@ -8,18 +8,26 @@
 #include "src/core/error.h"
 #include "src/core/logging.h"
 #include "transports/shm/direct_read.h"
+#include "transports/transport.h"
 
 namespace loom {
 
-PullPolicy PullPolicy::fromEnv(bool oversubscribed) {
+PullPolicy PullPolicy::fromEnv(bool oversubscribed, size_t slotBytes) {
   std::string mode = envString(EnvVar::LOOM_SHM_CMA_MODE);
   for (char& ch : mode) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   LOOM_ENFORCE(mode == "auto" || mode == "always", InvalidArgument, "LOOM_SHM_CMA_MODE='",
                envString(EnvVar::LOOM_SHM_CMA_MODE),
                "' is not a mode; use auto or always (LOOM_SHM_CMA_THRESHOLD=0 turns CMA off)");
   const size_t threshold = transport::shm::cmaThreshold();
-  if (threshold == 0 || (oversubscribed && mode == "auto")) return PullPolicy(Mode::kNever, 0);
-  return PullPolicy(mode == "always" ? Mode::kAlways : Mode::kAuto, threshold);
+  if (threshold == 0 || (oversubscribed && mode == "auto")) return PullPolicy(Mode::kNever, 0, 0);
+  return PullPolicy(mode == "always" ? Mode::kAlways : Mode::kAuto, threshold,
+                    slotBytes * transport::kSlots);
+}
+
+uint32_t PullPolicy::ringColdCalls(size_t bytesPerRank) const {
+  if (bytesPerRank == 0) return transport::kSlots;
+  const size_t calls = (ringBytes_ + bytesPerRank - 1) / bytesPerRank;
+  return static_cast<uint32_t>(std::clamp<size_t>(calls, 1, transport::kSlots));
 }
 
 PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
@@ -30,14 +38,16 @@ PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
   const int index = static_cast<int>(kind) * kSizeClasses + sizeClass;
   Group& g = groups_[static_cast<size_t>(index)];
   const uint32_t call = g.calls++;
+  if (call == 0) g.ringCold = static_cast<uint8_t>(ringColdCalls(bytesPerRank));
+  const uint32_t ringWarmup = g.ringCold + kCountedRingWarmup;
   bool pull;
-  if (call < kWarmupCalls) {
-    pull = call >= kWarmupCalls / 2;
+  if (call < ringWarmup + kPullWarmup) {
+    pull = call >= ringWarmup;
   } else {
     const bool pullFaster = g.meanNs[1] < g.meanNs[0];
     pull = exploresOn(call) ? !pullFaster : pullFaster;
   }
-  const bool counts = call > 0 && g.lastWay == static_cast<int8_t>(pull);
+  const bool counts = call >= g.ringCold && g.lastWay == static_cast<int8_t>(pull);
   g.lastWay = static_cast<int8_t>(pull);
   return Ticket{pull, index, call, counts};
 }
@@ -45,7 +55,7 @@ PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
 void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
   if (t.group < 0) return;
   Group& g = groups_[static_cast<size_t>(t.group)];
-  if (!t.counts) return;  // the group's first call, or the first after a change of way
+  if (!t.counts) return;  // a cold ring call, or the first after a change of way
   const int way = t.pull ? 1 : 0;
   const uint32_t n = ++g.samples[way];
   const double ns = static_cast<double>(nanoseconds);

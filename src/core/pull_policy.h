@@ -17,7 +17,7 @@
 // slow state, two cores of one L3 like the fast one).
 //
 // How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
-// group's first calls try each way in turn (kWarmupCalls); after that it takes the way whose
+// group's first calls try each way in turn (warmupCalls()); after that it takes the way whose
 // recent calls were faster (a weighted mean of their times) and now and then (exploresOn)
 // tries the other way again, so that a change of state is noticed within a few hundred calls. A
 // group counts only its own calls, so every rank that makes the same calls explores on the same
@@ -38,39 +38,56 @@ namespace loom {
 class PullPolicy {
  public:
   enum class Mode : uint8_t { kNever, kAuto, kAlways };
-  // LOOM_SHM_CMA_MODE (auto, always) and LOOM_SHM_CMA_THRESHOLD (0: never). Throws
+  // LOOM_SHM_CMA_MODE (auto, always) and LOOM_SHM_CMA_THRESHOLD (0: never); `slotBytes` is
+  // the communicator's ring slot size (PlannerState::slotBytes). Throws
   // InvalidArgument naming the variable for any other value. With more ranks on the host than
   // CPUs (`oversubscribed`), auto means never: a pulled step keeps the sender's call open until
   // the receiver has been scheduled and read it, where the ring lets the sender leave the data
   // in a slot and go on. 4 processes on 2 cores, AllReduce with every step pulled against
   // none: 64 KiB 59 vs 45 us, 1 MiB 519 vs 399, 16 MiB 9.0 vs 7.7 ms; measuring each call
   // could not tell (5.0 vs 7.1 GB/s at 1 MiB): its time is mostly the scheduler's.
-  static PullPolicy fromEnv(bool oversubscribed);
+  static PullPolicy fromEnv(bool oversubscribed, size_t slotBytes);
 
-  // A group's calls 0-2 go through the ring, 3-5 pull; from call 6 the faster way. The other
-  // way is tried again in bursts of kBurst calls from calls 16 and 48 (a first impression from
-  // two calls each can be wrong) and then every kExploreEvery-th. The first call after a
-  // change of way is not counted (nor call 0, which may set up connections): a lone call of
-  // the other way runs cold and measured AllGather 64 KiB with CMA at 8 us where steady
-  // pulling takes 5.2.
-  static constexpr uint32_t kWarmupCalls = 6;
+  // A group first goes through the ring, then pulls for kPullWarmup calls; from then on it
+  // takes the faster way. The ring's first ringColdCalls() calls are not counted: each of them
+  // writes slots no call of that size has written yet, which are not in any cache. Measured at
+  // AllGather 1 MiB, ring only, VM in its fast state: calls 1-8 took 98-298 us, later ones 41-48
+  // (perf stat: no page faults); counting them made the warm-up pick CMA (57 us), and the ring
+  // bursts at 16 and 48 still hit unwritten slots, so the group kept CMA for hundreds of calls.
+  // A call that moves a whole ring's bytes (LOOM_BUFFSIZE) per rank writes every slot in its
+  // first call, so its group counts from call 1 (call 0 may set up connections) as before.
+  // The other way is tried again in bursts of kBurst calls from calls 16 and 48 (a first
+  // impression from two calls each can be wrong) and then every kExploreEvery-th. The first
+  // call after a change of way is not counted either: a lone call of the other way runs cold
+  // and measured AllGather 64 KiB with CMA at 8 us where steady pulling takes 5.2.
+  static constexpr uint32_t kCountedRingWarmup = 2;
+  static constexpr uint32_t kPullWarmup = 3;
   static constexpr uint32_t kBurst = 3;
   static constexpr uint32_t kExploreEvery = 256;
   static constexpr bool exploresOn(uint32_t call) {
     return (call >= 16 && call < 16 + kBurst) || (call >= 48 && call < 48 + kBurst) ||
            (call >= kExploreEvery && call % kExploreEvery < kBurst);
   }
+  // Ring calls of a group of `bytesPerRank` that are not counted: enough to write every slot
+  // of the ring once (one slot per call at most: kSlots), at least call 0.
+  uint32_t ringColdCalls(size_t bytesPerRank) const;
+  // Calls before the group first takes the faster way: ring, then pull.
+  uint32_t warmupCalls(size_t bytesPerRank) const {
+    return ringColdCalls(bytesPerRank) + kCountedRingWarmup + kPullWarmup;
+  }
 
   // Steps smaller than `minStepBytes` are never pulled (LOOM_SHM_CMA_THRESHOLD): calls that
-  // small are not measured either, so they pay nothing for the policy.
-  PullPolicy(Mode mode, size_t minStepBytes) : mode_(mode), minStepBytes_(minStepBytes) {}
+  // small are not measured either, so they pay nothing for the policy. `ringBytes` is the data
+  // of one connection's shared ring (kSlots slots of LOOM_BUFFSIZE / kSlots).
+  PullPolicy(Mode mode, size_t minStepBytes, size_t ringBytes)
+      : mode_(mode), minStepBytes_(minStepBytes), ringBytes_(ringBytes) {}
 
   // What a call decided and must report back with its time.
   struct Ticket {
     bool pull = false;
     int group = -1;       // -1: nothing to record (not in auto mode)
     uint32_t call = 0;    // the how-manieth of its group
-    bool counts = false;  // whether record() takes its time (see kWarmupCalls)
+    bool counts = false;  // whether record() takes its time (see ringColdCalls)
   };
   Ticket decide(CollKind kind, size_t bytesPerRank);
   bool pullsAlways() const { return mode_ == Mode::kAlways; }
@@ -85,6 +102,7 @@ class PullPolicy {
     std::array<double, 2> meanNs{};
     int8_t preferred = -1;  // the faster way as last logged (-1: not yet)
     int8_t lastWay = -1;    // the way of the group's previous call
+    uint8_t ringCold = 1;   // ringColdCalls() of the group's first call
     uint16_t flips = 0;
   };
   static constexpr int kSizeClasses = 48;
@@ -92,6 +110,7 @@ class PullPolicy {
 
   Mode mode_;
   size_t minStepBytes_;
+  size_t ringBytes_;
   std::array<Group, kKinds * kSizeClasses> groups_{};
 };
 
