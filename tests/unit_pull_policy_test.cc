@@ -1,9 +1,9 @@
 // Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): a group's
 // first calls try both ways, then the faster way wins and the other is retried in bursts; the
 // first call after a change of way is not counted, nor the ring's calls before every slot was
-// written once; a change of the machine's state flips the
-// choice; one slow call does not; small calls and groups of other sizes or collectives are counted
-// apart; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
+// written once; a change of the machine's state flips the choice; one slow call does not; small
+// calls and groups of other sizes or collectives are counted apart; a bad LOOM_SHM_CMA_MODE fails
+// communicator init naming the variable.
 #include <gtest/gtest.h>
 
 #include <string>

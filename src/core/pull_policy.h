@@ -38,9 +38,9 @@ namespace loom {
 class PullPolicy {
  public:
   enum class Mode : uint8_t { kNever, kAuto, kAlways };
-  // LOOM_SHM_CMA_MODE (auto, always) and LOOM_SHM_CMA_THRESHOLD (0: never); `slotBytes` is
-  // the communicator's ring slot size (PlannerState::slotBytes). Throws
-  // InvalidArgument naming the variable for any other value. With more ranks on the host than
+  // LOOM_SHM_CMA_MODE (auto, always) and LOOM_SHM_CMA_THRESHOLD (0: never). Throws
+  // InvalidArgument naming the variable for any other value. `slotBytes` is the
+  // communicator's ring slot size (PlannerState::slotBytes). With more ranks on the host than
   // CPUs (`oversubscribed`), auto means never: a pulled step keeps the sender's call open until
   // the receiver has been scheduled and read it, where the ring lets the sender leave the data
   // in a slot and go on. 4 processes on 2 cores, AllReduce with every step pulled against
@@ -50,7 +50,7 @@ class PullPolicy {
 
   // A group first goes through the ring, then pulls for kPullWarmup calls; from then on it
   // takes the faster way. The ring's first ringColdCalls() calls are not counted: each of them
-  // writes slots no call of that size has written yet, which are not in any cache. Measured at
+  // writes slots no call of that size has written yet, and those run cold. Measured at
   // AllGather 1 MiB, ring only, VM in its fast state: calls 1-8 took 98-298 us, later ones 41-48
   // (perf stat: no page faults); counting them made the warm-up pick CMA (57 us), and the ring
   // bursts at 16 and 48 still hit unwritten slots, so the group kept CMA for hundreds of calls.
