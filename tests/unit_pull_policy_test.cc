@@ -1,9 +1,9 @@
 // Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): a group's
 // first calls try both ways, then the faster way wins and the other is retried in bursts; the
 // first call after a change of way is not counted, nor the ring's calls before every slot was
-// written once; a change of the machine's state flips the choice; one slow call does not; small
-// calls and groups of other sizes or collectives are counted apart; a bad LOOM_SHM_CMA_MODE fails
-// communicator init naming the variable.
+// written once; a way's time is that of its latest run of calls; a change of the machine's state
+// flips the choice; one slow call does not; small calls and groups of other sizes or collectives
+// are counted apart; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -118,6 +118,24 @@ TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
   // pull's, and from then on the group pulls.
   EXPECT_GE(run(p, 12, 20000, 9000), 3);
   EXPECT_EQ(run(p, 100, 20000, 9000), 100);
+}
+
+// A way's time is its latest run's. The ring's two counted warm-up calls are slow (a size's
+// first calls run cold either way), then it is the faster: its burst at 16 shows that, and the
+// group takes the ring from call 19. A mean over all its calls would have kept it above the
+// pull's until call 258.
+TEST(PullPolicy, AWaysTimeIsItsLatestRunsNotItsFirstCalls) {
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
+  std::string s;
+  for (int i = 0; i < 64; ++i) {
+    const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
+    s += t.pull ? 'p' : 'r';
+    p.record(t, t.pull ? 9000 : i < 3 ? 20000 : 5000);
+  }
+  EXPECT_EQ(s.substr(0, 19), "rrrppppppppppppprrr");
+  EXPECT_EQ(s.substr(19, 29), std::string(29, 'r'));
+  EXPECT_EQ(s.substr(48, 3), "ppp");  // the pull's burst
+  EXPECT_EQ(s.substr(51), std::string(13, 'r'));
 }
 
 TEST(PullPolicy, GroupsAreCountedApart) {

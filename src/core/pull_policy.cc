@@ -48,6 +48,7 @@ PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
     pull = exploresOn(call) ? !pullFaster : pullFaster;
   }
   const bool counts = call >= g.ringCold && g.lastWay == static_cast<int8_t>(pull);
+  if (g.lastWay != static_cast<int8_t>(pull)) g.runSamples[pull ? 1 : 0] = 0;  // a new run
   g.lastWay = static_cast<int8_t>(pull);
   return Ticket{pull, index, call, counts};
 }
@@ -57,16 +58,26 @@ void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
   Group& g = groups_[static_cast<size_t>(t.group)];
   if (!t.counts) return;  // a cold ring call, or the first after a change of way
   const int way = t.pull ? 1 : 0;
-  const uint32_t n = ++g.samples[way];
-  const double ns = static_cast<double>(nanoseconds);
+  const uint32_t n = ++g.runSamples[way];
+  // One descheduled call must not flip the choice: a call counts for at most 4x the way's time
+  // (before the way has one: 4x the run's first call).
   const double m = g.meanNs[way];
-  if (n == 1) {
-    g.meanNs[way] = ns;
-  } else {
-    // One descheduled call must not flip the choice: a sample counts for at most 4x the mean.
-    g.meanNs[way] = m + (std::min(ns, 4 * m) - m) / std::min<uint32_t>(n, 16);
+  double ns = static_cast<double>(nanoseconds);
+  if (m > 0) {
+    ns = std::min(ns, 4 * m);
+  } else if (n > 1) {
+    ns = std::min(ns, 4 * g.runFirstNs[way]);
   }
-  if (g.samples[0] == 0 || g.samples[1] == 0) return;
+  if (n == 1) {
+    g.runFirstNs[way] = ns;  // a lone call says little: the way keeps its time until the next
+    return;
+  }
+  if (n == 2) {
+    g.meanNs[way] = (g.runFirstNs[way] + ns) / 2;
+  } else {
+    g.meanNs[way] = m + (ns - m) / std::min<uint32_t>(n, 16);
+  }
+  if (g.meanNs[0] == 0 || g.meanNs[1] == 0) return;
   const int8_t preferred = g.meanNs[1] < g.meanNs[0] ? 1 : 0;
   if (preferred == g.preferred) return;
   g.preferred = preferred;

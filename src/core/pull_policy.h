@@ -18,8 +18,10 @@
 //
 // How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
 // group's first calls try each way in turn (warmupCalls()); after that it takes the way whose
-// recent calls were faster (a weighted mean of their times) and now and then (exploresOn)
-// tries the other way again, so that a change of state is noticed within a few hundred calls. A
+// recent calls were faster and now and then (exploresOn) tries the other way again, so that a
+// change of state is noticed within a few hundred calls. A way's time is that of its latest
+// run of calls only (record()): a burst of the other way is compared with what the chosen way
+// takes now, not with the mean of every call it ever made, early cold ones included. A
 // group counts only its own calls, so every rank that makes the same calls explores on the same
 // ones (both ends of a connection then change way together and the times compare like with like).
 // The choice only changes how bytes move, never which bytes arrive: a call is correct either way.
@@ -95,14 +97,22 @@ class PullPolicy {
 
  private:
   struct Group {
-    uint32_t calls = 0;                 // decided so far
-    std::array<uint32_t, 2> samples{};  // counted per way (0 ring, 1 pull)
-    // Mean time per call, per way: plain over a way's first 16 samples, then weighted 1/16 to
-    // the newest (single calls of some microseconds vary by more than the two ways differ).
-    std::array<double, 2> meanNs{};
-    int8_t preferred = -1;  // the faster way as last logged (-1: not yet)
-    int8_t lastWay = -1;    // the way of the group's previous call
-    uint8_t ringCold = 1;   // ringColdCalls() of the group's first call
+    uint32_t calls = 0;  // decided so far
+    // Per way (0 ring, 1 pull): counted calls of its current run (calls in a row of that way;
+    // a change of way starts a new one), the run's first time, and the way's time per call.
+    // The time is the latest run's: from the run's second counted call on it replaces what an
+    // earlier run left, as the mean of the run's calls (weighted 1/16 to the newest after 16:
+    // single calls of some microseconds vary by more than the two ways differ). Why a run and
+    // not all calls: the other way is tried 2 counted calls at a time, so a mean over all of
+    // them kept its first, cold calls for thousands of calls. Measured at AllGather 1 MiB, VM
+    // in its fast state: a size's first ~20 calls take 100-250 us either way, later ones 55
+    // (ring) and 66 (CMA); the ring's warm-up calls held its mean above CMA's until call 258.
+    std::array<uint32_t, 2> runSamples{};
+    std::array<double, 2> runFirstNs{};
+    std::array<double, 2> meanNs{};  // 0: no run of the way has counted 2 calls yet
+    int8_t preferred = -1;           // the faster way as last logged (-1: not yet)
+    int8_t lastWay = -1;             // the way of the group's previous call
+    uint8_t ringCold = 1;            // ringColdCalls() of the group's first call
     uint16_t flips = 0;
   };
   static constexpr int kSizeClasses = 48;
