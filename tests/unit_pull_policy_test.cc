@@ -165,6 +165,13 @@ TEST(PullPolicy, SmallCallsAndFixedModesAreNotMeasured) {
   EXPECT_LT(a.group, 0);
   PullPolicy never(PullPolicy::Mode::kNever, 0, 0);
   EXPECT_FALSE(never.decide(CollKind::kAllReduce, 1 << 20).pull);
+  // Only network links (LOOM_SHM_DISABLE=1, or a rank per host): nothing to pull, nothing timed.
+  PullPolicy shm = PullPolicy::fromEnv(false, false, 2 << 20);
+  EXPECT_GE(shm.decide(CollKind::kAllReduce, 1 << 20).group, 0);
+  PullPolicy net = PullPolicy::fromEnv(false, true, 2 << 20);
+  const PullPolicy::Ticket n = net.decide(CollKind::kAllReduce, 1 << 20);
+  EXPECT_FALSE(n.pull);
+  EXPECT_LT(n.group, 0);
 }
 
 TEST(PullPolicyErrors, UnknownModeFailsInit) {

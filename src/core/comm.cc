@@ -142,8 +142,8 @@ void Comm::exchangeRankInfo() {
   std::call_once(envLogged, logEnvTable);
   discoverTopology();
   plannerState_ = std::make_unique<PlannerState>(*this);
-  pullPolicy_ = std::make_unique<PullPolicy>(
-      PullPolicy::fromEnv(plannerState_->oversubscribed(), plannerState_->slotBytes()));
+  pullPolicy_ = std::make_unique<PullPolicy>(PullPolicy::fromEnv(
+      plannerState_->oversubscribed(), plannerState_->networkOnly(), plannerState_->slotBytes()));
   LOOM_INFO(
       kLogInit, "ready: ", hosts.size(), " host(s), local rank ", localRank, " of ", localRanks,
       ", device ",

@@ -42,6 +42,9 @@ class PlannerState {
   // More ranks on this rank's host than the host has CPUs online: waiting ranks should yield
   // their CPU at once instead of spinning (executor.cc's Backoff).
   bool oversubscribed() const { return oversubscribed_; }
+  // Every pair of ranks talks over the network (each on its own host, or shared memory off):
+  // no step can be pulled with CMA.
+  bool networkOnly() const { return networkOnly_; }
   // Whether a host call of `bytes` per rank writes its output and the peers' slots with
   // non-temporal stores (LOOM_STREAM_STORE_THRESHOLD).
   bool streamsStores(size_t bytes) const { return streamMinBytes_ > 0 && bytes >= streamMinBytes_; }

@@ -12,14 +12,15 @@
 
 namespace loom {
 
-PullPolicy PullPolicy::fromEnv(bool oversubscribed, size_t slotBytes) {
+PullPolicy PullPolicy::fromEnv(bool oversubscribed, bool networkOnly, size_t slotBytes) {
   std::string mode = envString(EnvVar::LOOM_SHM_CMA_MODE);
   for (char& ch : mode) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   LOOM_ENFORCE(mode == "auto" || mode == "always", InvalidArgument, "LOOM_SHM_CMA_MODE='",
                envString(EnvVar::LOOM_SHM_CMA_MODE),
                "' is not a mode; use auto or always (LOOM_SHM_CMA_THRESHOLD=0 turns CMA off)");
   const size_t threshold = transport::shm::cmaThreshold();
-  if (threshold == 0 || (oversubscribed && mode == "auto")) return PullPolicy(Mode::kNever, 0, 0);
+  if (threshold == 0 || networkOnly || (oversubscribed && mode == "auto"))
+    return PullPolicy(Mode::kNever, 0, 0);
   return PullPolicy(mode == "always" ? Mode::kAlways : Mode::kAuto, threshold,
                     slotBytes * transport::kSlots);
 }

@@ -48,7 +48,9 @@ class PullPolicy {
   // in a slot and go on. 4 processes on 2 cores, AllReduce with every step pulled against
   // none: 64 KiB 59 vs 45 us, 1 MiB 519 vs 399, 16 MiB 9.0 vs 7.7 ms; measuring each call
   // could not tell (5.0 vs 7.1 GB/s at 1 MiB): its time is mostly the scheduler's.
-  static PullPolicy fromEnv(bool oversubscribed, size_t slotBytes);
+  // Where every link is a network link (`networkOnly`) nothing can be pulled, and measuring
+  // two ways that move bytes alike would only time noise: never.
+  static PullPolicy fromEnv(bool oversubscribed, bool networkOnly, size_t slotBytes);
 
   // A group first goes through the ring, then pulls for kPullWarmup calls; from then on it
   // takes the faster way. The ring's first ringColdCalls() calls are not counted: each of them
