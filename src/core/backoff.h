@@ -28,12 +28,12 @@ class Backoff {
   static constexpr auto kSpin = std::chrono::microseconds(4);
   // Yield until this long, then sleep. With more ranks than CPUs (yieldAtOnce) the sleep gives
   // the CPU to the peer this rank waits for, so it comes early. With a CPU per rank nobody
-  // needs it, and waking from a futex costs: on the reference VM a woken rank runs tens of us
-  // later, and a step of a large call waits about as long as the sleep started at 60 us.
-  // Measured with 2 processes, 5 alternating rounds, median us per call after the first 20 (and
-  // of calls 1-20): AllGather 1 MiB through the ring 58-64 -> 44-63 (90-146 -> 70-115),
-  // AllReduce 1 MiB 70-143 -> 68-111 (118-209 -> 118-143). A wait for a late peer still ends
-  // in a sleep after 1 ms, as it does not burn a CPU for longer.
+  // needs it, and a woken thread waits for the kernel to run it again, while a step of a large
+  // call often waits about as long as 60 us. Measured with 2 processes, 5 (AllGather) and 4
+  // (AllReduce) alternating rounds, median us per call after the first 20 (and of calls 1-20):
+  // AllGather 1 MiB through the ring 58-64 -> 44-63 (90-147 -> 70-115), AllReduce 1 MiB 70-143
+  // -> 68-111 (118-209 -> 118-143). A wait for a late peer still sleeps after 1 ms, so it does
+  // not burn a CPU for longer.
   static constexpr auto kYield = std::chrono::microseconds(60);
   static constexpr auto kYieldAlone = std::chrono::milliseconds(1);
   static constexpr auto kMaxSleep = std::chrono::milliseconds(10);
