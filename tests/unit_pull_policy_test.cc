@@ -6,6 +6,7 @@
 // are counted apart; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -34,16 +35,19 @@ int run(PullPolicy& p, int calls, uint64_t ringNs, uint64_t pullNs,
   return pulled;
 }
 
-// The ways of calls [0, n) of a group where pull is faster from the start.
-std::string ways(PullPolicy& p, int n, uint64_t ringNs, uint64_t pullNs) {
+// The ways of calls [0, n) of a group ('r' ring, 'p' pull), call i taking ns(i, pull).
+std::string ways(PullPolicy& p, int n, const std::function<uint64_t(int, bool)>& ns) {
   std::string s;
   for (int i = 0; i < n; ++i) {
     const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
     EXPECT_EQ(t.call, static_cast<uint32_t>(i));
     s += t.pull ? 'p' : 'r';
-    p.record(t, t.pull ? pullNs : ringNs);
+    p.record(t, ns(i, t.pull));
   }
   return s;
+}
+std::string ways(PullPolicy& p, int n, uint64_t ringNs, uint64_t pullNs) {
+  return ways(p, n, [=](int, bool pull) { return pull ? pullNs : ringNs; });
 }
 
 // The way call `i` of a group takes when pulling is (or is not) the faster from the start.
@@ -126,12 +130,9 @@ TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
 // pull's until call 258.
 TEST(PullPolicy, AWaysTimeIsItsLatestRunsNotItsFirstCalls) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
-  std::string s;
-  for (int i = 0; i < 64; ++i) {
-    const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
-    s += t.pull ? 'p' : 'r';
-    p.record(t, t.pull ? 9000 : i < 3 ? 20000 : 5000);
-  }
+  const std::string s = ways(p, 64, [](int i, bool pull) -> uint64_t {
+    return pull ? 9000 : i < 3 ? 20000 : 5000;
+  });
   EXPECT_EQ(s.substr(0, 19), "rrrppppppppppppprrr");
   EXPECT_EQ(s.substr(19, 29), std::string(29, 'r'));
   EXPECT_EQ(s.substr(48, 3), "ppp");  // the pull's burst
