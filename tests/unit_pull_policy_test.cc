@@ -65,23 +65,27 @@ TEST(PullPolicy, WarmupThenTheFasterWayWinsAndTheOtherIsRetriedInBursts) {
     EXPECT_EQ(s.substr(0, 6), "rrrppp");
     for (int i = 0; i < 600; ++i) EXPECT_EQ(s[i], expectedWay(i, pullFaster)) << "call " << i;
   }
-  // Bursts at 16, 48, then every kExploreEvery-th call.
-  EXPECT_TRUE(PullPolicy::exploresOn(16) && PullPolicy::exploresOn(18));
-  EXPECT_FALSE(PullPolicy::exploresOn(19) || PullPolicy::exploresOn(47));
-  EXPECT_TRUE(PullPolicy::exploresOn(PullPolicy::kExploreEvery));
+  // One burst at 32 (once both ways run warm), then every kExploreEvery-th call.
+  EXPECT_TRUE(PullPolicy::exploresOn(32) && PullPolicy::exploresOn(34));
+  EXPECT_FALSE(PullPolicy::exploresOn(16) || PullPolicy::exploresOn(31) ||
+               PullPolicy::exploresOn(35) || PullPolicy::exploresOn(48) ||
+               PullPolicy::exploresOn(PullPolicy::kExploreEvery - 1));
+  EXPECT_TRUE(PullPolicy::exploresOn(PullPolicy::kExploreEvery) &&
+              PullPolicy::exploresOn(PullPolicy::kExploreEvery + 2));
+  EXPECT_FALSE(PullPolicy::exploresOn(PullPolicy::kExploreEvery + 3));
 }
 
 // A lone call of the other way runs cold: the first call after a change of way is not counted.
 TEST(PullPolicy, TheFirstCallAfterAChangeOfWayIsNotCounted) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   std::string counted;
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < 40; ++i) {
     const PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
     counted += t.counts ? '1' : '0';
     p.record(t, t.pull ? 5000 : 9000);
   }
-  // ring 0-2 (0: setup), pull 3-5, pull from 6, ring burst 16-18, pull again at 19.
-  EXPECT_EQ(counted, "01101111111111110110");
+  // ring 0-2 (0: setup), pull 3-5, pull from 6, ring burst 32-34, pull again at 35.
+  EXPECT_EQ(counted, "011011" + std::string(26, '1') + "0110" + "1111");
 }
 
 // With LOOM_BUFFSIZE's default ring (16 MiB), a 512 KiB call writes one slot: its group's first
@@ -104,15 +108,15 @@ TEST(PullPolicy, TheRingCountsOnlyOnceEverySlotWasWritten) {
     const uint64_t ringNs = i < 8 ? 200000 : 40000;
     p.record(t, t.pull ? 57000 : ringNs);
   }
-  // ring 0-9 (8, 9 counted), pull 10-12 (11, 12 counted), then the ring; pull burst 16-18.
-  EXPECT_EQ(ways, "rrrrrrrrrrppprrrpppr");
-  EXPECT_EQ(counted, "00000000110110110110");
+  // ring 0-9 (8, 9 counted), pull 10-12 (11, 12 counted), then the ring (13 not counted).
+  EXPECT_EQ(ways, "rrrrrrrrrrppprrrrrrr");
+  EXPECT_EQ(counted, "00000000110110111111");
   EXPECT_EQ(p.warmupCalls(kMiB / 2), 13u);
 }
 
 TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
-  EXPECT_EQ(run(p, 100, 5000, 9000), 9);  // 3 warming up, bursts at 16 and 48
+  EXPECT_EQ(run(p, 100, 5000, 9000), 6);  // 3 warming up, the burst at 32
   // One descheduled ring call (100x) counts for at most 4x the mean: still the ring.
   PullPolicy::Ticket t = p.decide(CollKind::kAllGather, 65536);
   ASSERT_FALSE(t.pull);
@@ -125,18 +129,16 @@ TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
 }
 
 // A way's time is its latest run's. The ring's two counted warm-up calls are slow (a size's
-// first calls run cold either way), then it is the faster: its burst at 16 shows that, and the
-// group takes the ring from call 19. A mean over all its calls would have kept it above the
+// first calls run cold either way), then it is the faster: its burst at 32 shows that, and the
+// group takes the ring from call 35. A mean over all its calls would have kept it above the
 // pull's until call 258.
 TEST(PullPolicy, AWaysTimeIsItsLatestRunsNotItsFirstCalls) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   const std::string s = ways(p, 64, [](int i, bool pull) -> uint64_t {
     return pull ? 9000 : i < 3 ? 20000 : 5000;
   });
-  EXPECT_EQ(s.substr(0, 19), "rrrppppppppppppprrr");
-  EXPECT_EQ(s.substr(19, 29), std::string(29, 'r'));
-  EXPECT_EQ(s.substr(48, 3), "ppp");  // the pull's burst
-  EXPECT_EQ(s.substr(51), std::string(13, 'r'));
+  EXPECT_EQ(s.substr(0, 35), "rrr" + std::string(29, 'p') + "rrr");
+  EXPECT_EQ(s.substr(35), std::string(29, 'r'));
 }
 
 TEST(PullPolicy, GroupsAreCountedApart) {
@@ -146,7 +148,7 @@ TEST(PullPolicy, GroupsAreCountedApart) {
   for (auto [kind, bytes] : {std::pair{CollKind::kAllGather, size_t{1} << 20},
                              std::pair{CollKind::kBroadcast, size_t{65536}}}) {
     EXPECT_FALSE(p.decide(kind, bytes).pull) << collName(kind) << " " << bytes;
-    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 9) << collName(kind) << " " << bytes;
+    EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 6) << collName(kind) << " " << bytes;
   }
   EXPECT_EQ(run(p, 20, 9000, 5000), 20);  // calls 100-119 of AllGather 64 KiB
   // Sizes in one power of two share a group: 65536 and 131071 bytes.

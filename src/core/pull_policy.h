@@ -57,19 +57,26 @@ class PullPolicy {
   // writes slots no call of that size has written yet, and those run cold. Measured at
   // AllGather 1 MiB, ring only, VM in its fast state: calls 1-8 took 98-298 us, later ones 41-48
   // (perf stat: no page faults); counting them made the warm-up pick CMA (57 us), and the ring
-  // bursts at 16 and 48 still hit unwritten slots, so the group kept CMA for hundreds of calls.
+  // bursts then at 16 and 48 still hit unwritten slots, so the group kept CMA for hundreds of
+  // calls.
   // A call that moves a whole ring's bytes (LOOM_BUFFSIZE) per rank writes every slot in its
   // first call, so its group counts from call 1 (call 0 may set up connections) as before.
-  // The other way is tried again in bursts of kBurst calls from calls 16 and 48 (a first
-  // impression from two calls each can be wrong) and then every kExploreEvery-th. The first
-  // call after a change of way is not counted either: a lone call of the other way runs cold
-  // and measured AllGather 64 KiB with CMA at 8 us where steady pulling takes 5.2.
+  // The other way is tried again in a burst of kBurst calls from call kFirstBurst (a first
+  // impression from two calls each can be wrong) and then every kExploreEvery-th. One early
+  // burst, once both ways run warm, not two: a size's calls get faster either way over its
+  // first ~30 calls (2 processes, AllReduce 1 MiB, medians of 8-call blocks: ring 140, 78, 76,
+  // 76, then 70 us; CMA 208, 141, 138, 135), so a burst at 16 timed the other way still warming
+  // and needed one at 48 to confirm; each burst costs 3 calls of the slower way (AllGather 16
+  // MiB: 1.8 against 1.0 ms). The first call after a change of way is not counted either: a
+  // lone call of the other way runs cold and measured AllGather 64 KiB with CMA at 8 us where
+  // steady pulling takes 5.2.
   static constexpr uint32_t kCountedRingWarmup = 2;
   static constexpr uint32_t kPullWarmup = 3;
   static constexpr uint32_t kBurst = 3;
+  static constexpr uint32_t kFirstBurst = 32;
   static constexpr uint32_t kExploreEvery = 256;
   static constexpr bool exploresOn(uint32_t call) {
-    return (call >= 16 && call < 16 + kBurst) || (call >= 48 && call < 48 + kBurst) ||
+    return (call >= kFirstBurst && call < kFirstBurst + kBurst) ||
            (call >= kExploreEvery && call % kExploreEvery < kBurst);
   }
   // Ring calls of a group of `bytesPerRank` that are not counted: enough to write every slot
