@@ -4,7 +4,9 @@
 //     latency over shared memory), and both writing their own line and waiting for the
 //     other's (the floor of a 2-rank exchange);
 //   - one loopback TCP stream, and two streams in opposite directions at once (what a 2-rank
-//     ring needs: every rank sends and receives the same bytes at the same time);
+//     ring needs: every rank sends and receives the same bytes at the same time), with a thread
+//     per direction and, as loom's executor does it, one thread per process driving both
+//     directions of 2 connections with nonblocking calls;
 //   - the memory traffic two processes reach copying large buffers at once (what every large
 //     host collective is bound by: docs/performance.md divides it by the bytes a collective
 //     moves per byte of data);
@@ -13,8 +15,10 @@
 //     pages (the kernel pins every page it reads, on every call).
 // Usage: host_limits [MiB per TCP transfer, default 1024]
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -170,6 +174,76 @@ void tcp(size_t total) {
   close(childEnd);
 }
 
+// Both directions from one thread per process: each process sends 16 MiB (half on each of
+// 2 connections) while it receives the other's 16 MiB, with nonblocking send/recv round the
+// connections and poll when neither moves; 20 rounds on warm buffers, the median round.
+void tcpOneThread() {
+  constexpr int kConnections = 2, kRounds = 20;
+  constexpr size_t kBytes = size_t{16} << 20, kPer = kBytes / kConnections;
+  int parentEnds[kConnections], childEnds[kConnections];
+  for (int c = 0; c < kConnections; ++c) {
+    socketPair(&parentEnds[c], &childEnds[c]);
+    fcntl(parentEnds[c], F_SETFL, O_NONBLOCK);
+    fcntl(childEnds[c], F_SETFL, O_NONBLOCK);
+  }
+  // Each side's buffers are its own, made after the fork and touched before its first round.
+  auto exchange = [&](const int* fds, std::vector<char>& out, std::vector<char>& in) {
+    size_t sent[kConnections] = {}, got[kConnections] = {};
+    for (bool done = false; !done;) {
+      bool moved = false;
+      done = true;
+      pollfd waits[kConnections];
+      for (int c = 0; c < kConnections; ++c) {
+        const size_t at = static_cast<size_t>(c) * kPer;
+        if (sent[c] < kPer) {
+          const ssize_t n = send(fds[c], out.data() + at + sent[c], kPer - sent[c], 0);
+          if (n > 0) {
+            sent[c] += static_cast<size_t>(n);
+            moved = true;
+          }
+        }
+        if (got[c] < kPer) {
+          const ssize_t n = recv(fds[c], in.data() + at + got[c], kPer - got[c], 0);
+          if (n == 0) die("recv: peer closed");
+          if (n > 0) {
+            got[c] += static_cast<size_t>(n);
+            moved = true;
+          }
+        }
+        const short events =
+            static_cast<short>((sent[c] < kPer ? POLLOUT : 0) | (got[c] < kPer ? POLLIN : 0));
+        waits[c] = pollfd{fds[c], events, 0};
+        done = done && events == 0;
+      }
+      if (!moved && !done) poll(waits, kConnections, 1000);
+    }
+  };
+  const double median = withChild(
+      [&] {
+        std::vector<char> out(kBytes, 1), in(kBytes, 0);
+        for (int r = 0; r < kRounds; ++r) exchange(childEnds, out, in);
+      },
+      [&] {
+        std::vector<char> out(kBytes, 2), in(kBytes, 0);
+        std::vector<double> rounds;
+        for (int r = 0; r < kRounds; ++r) {
+          const auto t0 = Clock::now();
+          exchange(parentEnds, out, in);
+          rounds.push_back(secondsSince(t0));
+        }
+        std::sort(rounds.begin(), rounds.end());
+        return rounds[rounds.size() / 2];
+      });
+  printf(
+      "two opposite loopback TCP streams, one thread per process, 2 connections: %.2f GB/s "
+      "each direction\n",
+      kBytes / median / 1e9);
+  for (int c = 0; c < kConnections; ++c) {
+    close(parentEnds[c]);
+    close(childEnds[c]);
+  }
+}
+
 // Two processes each memcpy a 64 MiB buffer into another, 8 times, starting together: reads
 // plus writes of both, per second. (glibc copies that large with non-temporal stores, as loom's
 // large calls do, so there is no read-for-ownership to count.)
@@ -274,6 +348,7 @@ int main(int argc, char** argv) {
   }
   cacheLines();
   tcp(static_cast<size_t>(mib) << 20);
+  tcpOneThread();
   memoryTraffic();
   singleCopy(false);
   singleCopy(true);

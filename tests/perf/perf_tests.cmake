@@ -72,6 +72,8 @@ if(Python3_FOUND)
   # (its table and ratios; Open MPI and Gloo columns where they are built).
   add_test(NAME perf_smoke_host_limits COMMAND $<TARGET_FILE:host_limits> 8)
   string(CONCAT loom_host_limits_tail
+    "at once: [0-9.]+ GB/s each direction[\r\n]+"
+    "two opposite loopback TCP streams, one thread per process, 2 connections: [0-9.]+ GB/s "
     "each direction[\r\n]+memory traffic of two processes copying 64 MiB at once: [0-9.]+ GB/s "
     "\\(reads \\+ writes\\)[\r\n]+"
     "one copy from another process \\(process_vm_readv of 1 MiB, 4 KiB pages\\): [0-9.]+ GB/s")
