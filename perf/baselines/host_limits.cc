@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -197,6 +198,7 @@ void tcpOneThread() {
         const size_t at = static_cast<size_t>(c) * kPer;
         if (sent[c] < kPer) {
           const ssize_t n = send(fds[c], out.data() + at + sent[c], kPer - sent[c], 0);
+          if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) die("send");
           if (n > 0) {
             sent[c] += static_cast<size_t>(n);
             moved = true;
@@ -205,6 +207,7 @@ void tcpOneThread() {
         if (got[c] < kPer) {
           const ssize_t n = recv(fds[c], in.data() + at + got[c], kPer - got[c], 0);
           if (n == 0) die("recv: peer closed");
+          if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) die("recv");
           if (n > 0) {
             got[c] += static_cast<size_t>(n);
             moved = true;
