@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "src/core/cpu_arch.h"
 #include "transports/wait.h"
 
 namespace loom {
@@ -50,7 +51,7 @@ class Backoff {
       // AllReduce: 0.50 -> 0.33 us). A long wait (a large step) polls less, so the peer
       // filling the slot is not slowed by the polled cache line.
       const int pauses = idle_ < 64 ? 1 : 16;
-      for (int i = 0; i < pauses; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < pauses; ++i) cpuPause();
     }
     // Look at the clock every few rounds only, the first time after a few: most waits of a
     // small call end within them, and a clock read costs as much as a round.
