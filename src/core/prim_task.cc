@@ -76,7 +76,7 @@ PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const Ta
       isReduction_(op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
                    op.kind == CollKind::kReduceScatter),
       signature_(collSignature(op)),
-      // An input may go out as it is unless a pre-op (PreMulSum, float average) changes it on
+      // An input may go out as it is unless a pre-op (a user PreMulSum) changes it on
       // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
       // buffer a Recv of its group fills).
       directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !op.inputHasPreOp) &&

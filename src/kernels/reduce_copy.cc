@@ -109,7 +109,7 @@ const char* reduceOpKindName(ReduceOpKind op) {
   }
 }
 
-ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type) {
+ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t /*type*/) {
   switch (op) {
     case loomSum:
       return ReduceOpKind::kSum;
@@ -120,7 +120,7 @@ ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type) {
     case loomMin:
       return ReduceOpKind::kMin;
     case loomAvg:
-      return isFloatingDataType(type) ? ReduceOpKind::kPreMulSum : ReduceOpKind::kSumPostDiv;
+      return ReduceOpKind::kSumPostDiv;
     default:
       break;
   }
@@ -131,7 +131,7 @@ ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type) {
 ReduceScalar averageScalar(int nranks) {
   LOOM_ENFORCE(nranks >= 1, InvalidArgument, "average over ", nranks, " ranks: need at least 1");
   ReduceScalar s;
-  s.f = 1.0 / nranks;
+  s.f = nranks;
   s.i = nranks;
   return s;
 }
