@@ -14,7 +14,6 @@
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
 #include "src/core/pull_policy.h"
-#include "src/core/schedules.h"
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
 
@@ -269,8 +268,8 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     planSelfCopies(ops, selfCopies);
     for (const CollOp& copy : selfCopies) {
       tasks.push_back(std::make_unique<PrimTask>(
-          copy, pipeSteps(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false), TaskLinks{},
-          TaskLabel{"copy to self"}));
+          copy, algo::pipeProgram(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false),
+          TaskLinks{}, TaskLabel{"copy to self"}));
     }
   }
   orderByConnection(scratch);

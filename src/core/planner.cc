@@ -7,10 +7,10 @@
 #include "algorithms/doubling.h"
 #include "algorithms/hierarchical.h"
 #include "algorithms/tree.h"
+#include "algorithms/walker.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/planner_state.h"
-#include "src/core/schedules.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/tune/comm_topology.h"
 #include "src/tune/cost_model.h"
@@ -200,9 +200,9 @@ struct Planner {
   size_t elem, align;
   int off;  // protocolOffset(op)
 
-  PrimTask* add(std::unique_ptr<StepSource> steps, const TaskLinks& links, const TaskLabel& label,
-                const PrimTask* gate = nullptr) {
-    tasks.push_back(std::make_unique<PrimTask>(op, std::move(steps), links, label, gate));
+  PrimTask* add(const algo::StepProgram& program, const TaskLinks& links, const TaskLabel& label,
+                const PrimTask* gate = nullptr, TaskInput input = {}) {
+    tasks.push_back(std::make_unique<PrimTask>(op, program, links, label, gate, input));
     return tasks.back().get();
   }
   TaskLabel toRank(int peer) const {
@@ -241,9 +241,10 @@ struct Planner {
 
   void ring(Algorithm algorithm) {
     const int n = c.nranks(), me = c.rank();
-    RingPlace place{c.ringOrder().data(), n, me, c.ringPosition()};
-    const int next = n > 1 ? c.ringOrder()[(place.pos + 1) % n] : -1;
-    const int prev = n > 1 ? c.ringOrder()[(place.pos + n - 1) % n] : -1;
+    const int* order = c.ringOrder().data();
+    const int pos = c.ringPosition();
+    const int next = n > 1 ? order[(pos + 1) % n] : -1;
+    const int prev = n > 1 ? order[(pos + n - 1) % n] : -1;
     for (int ch = 0; ch < c.channels(); ++ch) {
       const size_t chunk = chunkFor(n > 1 ? c.sendConnection(next, ch + off) : nullptr);
       TaskLabel label = name;
@@ -252,24 +253,26 @@ struct Planner {
       algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
       switch (op.kind) {
         case CollKind::kAllReduce:
-          add(ringAllReduceSteps(place, slice, chunk, align), ringLinks(next, prev, ch), label);
+          add(algo::ringAllReduceProgram(n, pos, slice, chunk, align), ringLinks(next, prev, ch),
+              label);
           break;
         case CollKind::kAllGather: {
           bool inPlace = static_cast<const char*>(op.sendbuff) ==
                          static_cast<const char*>(op.recvbuff) + me * op.count * elem;
-          add(ringAllGatherSteps(place, op.count, slice, chunk, inPlace), ringLinks(next, prev, ch),
-              label);
+          add(algo::ringBlocksProgram(true, order, n, pos, op.count, slice, chunk, inPlace),
+              ringLinks(next, prev, ch), label);
           break;
         }
         case CollKind::kReduceScatter:
-          add(ringReduceScatterSteps(place, op.count, slice, chunk), ringLinks(next, prev, ch),
-              label);
+          add(algo::ringBlocksProgram(false, order, n, pos, op.count, slice, chunk, false),
+              ringLinks(next, prev, ch), label);
           break;
         default: {
           auto coll = op.kind == CollKind::kBroadcast ? algo::ChainColl::kBroadcast
                                                       : algo::ChainColl::kReduce;
-          algo::ChainPeers peers = algo::chainPeers(coll, place.order, n, op.root, me);
-          add(chainSteps(coll, place, op.root, slice, chunk, op.sendbuff == op.recvbuff),
+          algo::ChainPeers peers = algo::chainPeers(coll, order, n, op.root, me);
+          add(algo::chainProgram(coll, order, n, op.root, me, slice, chunk,
+                                 op.sendbuff == op.recvbuff),
               ringLinks(peers.sendTo, peers.recvFrom, ch), label);
         }
       }
@@ -290,11 +293,11 @@ struct Planner {
                    "exchange AllReduce planned before its connections were made");
       const algo::Range slice = exchangeSlice(op, ch);
       PrimTask* send =
-          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false), out,
-              exchangeLabel(op, name.number, ch, "send"));
-      PrimTask* fold = add(
-          pipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true),
-          in, exchangeLabel(op, name.number, ch, "fold"));
+          add(algo::pipeProgram(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false),
+              out, exchangeLabel(op, name.number, ch, "send"));
+      PrimTask* fold = add(algo::pipeProgram(Prim::kRecvReduceCopy, slice.offset, slice.offset,
+                                             slice.count, chunk, true),
+                           in, exchangeLabel(op, name.number, ch, "fold"));
       linkExchangeTasks(op, *send, *fold);
     }
   }
@@ -318,7 +321,7 @@ struct Planner {
       chunk = std::min(chunk, chunkFor(conn));
     }
     auto steps = [&](Prim prim, bool final) {
-      return pipeSteps(prim, 0, 0, op.count, chunk, final);
+      return algo::pipeProgram(prim, 0, 0, op.count, chunk, final);
     };
     auto label = [&](const char* part, int to, int from) {
       TaskLabel l = name;
@@ -334,10 +337,8 @@ struct Planner {
       add(steps(Prim::kRecv, false), ringLinks(-1, x, kP2pChannel), label("result", -1, x));
       return;
     }
-    CollOp partial = op;  // reads what the previous fold wrote
-    partial.sendbuff = op.recvbuff;
-    partial.inputHasPreOp = true;
-    const PrimTask* last = nullptr;  // the fold that wrote the output last
+    const TaskInput partial{.fromOutput = true};  // reads what the previous fold wrote
+    const PrimTask* last = nullptr;               // the fold that wrote the output last
     if (x >= 0) {
       PrimTask* fold = add(steps(Prim::kRecvReduceCopy, false), ringLinks(-1, x, kP2pChannel),
                            label("fold", -1, x));
@@ -351,9 +352,9 @@ struct Planner {
       const TaskLinks in = ringLinks(-1, partner, kP2pChannel);
       PrimTask *send, *fold;
       if (last != nullptr) {
-        send = addOwned(partial, steps(Prim::kSend, false), out, label("send", partner, -1), last);
-        fold = addOwned(partial, steps(Prim::kRecvReduceCopy, final), in,
-                        label("fold", -1, partner), send);
+        send = add(steps(Prim::kSend, false), out, label("send", partner, -1), last, partial);
+        fold =
+            add(steps(Prim::kRecvReduceCopy, final), in, label("fold", -1, partner), send, partial);
       } else {
         const bool inPlace = op.sendbuff == op.recvbuff;
         send = add(steps(Prim::kSend, false), out, label("send", partner, -1));
@@ -365,8 +366,8 @@ struct Planner {
       last = fold;
     }
     if (x >= 0)
-      addOwned(partial, steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel),
-               label("result", x, -1), last);
+      add(steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel), label("result", x, -1), last,
+          partial);
   }
 
   // Double binary tree: each tree reduces up and broadcasts down one half of the data.
@@ -401,26 +402,11 @@ struct Planner {
         TaskLabel upLabel = label, downLabel = label;
         upLabel.part = "up";
         downLabel.part = "down";
-        Prim upPrim = prims.up == Prim::kNone ? Prim::kCopy : prims.up;
-        bool upFinal = upPrim == Prim::kRecvReduceCopy || upPrim == Prim::kCopy;
-        PrimTask* upTask =
-            add(pipeSteps(upPrim, slice.offset, slice.offset, slice.count, chunk, upFinal), up,
-                upLabel);
-        if (prims.down != Prim::kNone) {
-          add(pipeSteps(prims.down, slice.offset, slice.offset, slice.count, chunk, false), down,
-              downLabel, upTask);
-        }
+        const algo::TreePrograms programs = algo::treeAllReducePrograms(prims, slice, chunk);
+        PrimTask* upTask = add(programs.up, up, upLabel);
+        if (prims.down != Prim::kNone) add(programs.down, down, downLabel, upTask);
       }
     }
-  }
-
-  // A task on a variant of `op` (owned by its step source, see OpOwningSteps).
-  PrimTask* addOwned(const CollOp& variant, std::unique_ptr<StepSource> steps,
-                     const TaskLinks& links, const TaskLabel& label, const PrimTask* gate) {
-    auto owning = std::make_unique<OpOwningSteps>(variant, std::move(steps));
-    const CollOp& owned = owning->op();
-    tasks.push_back(std::make_unique<PrimTask>(owned, std::move(owning), links, label, gate));
-    return tasks.back().get();
   }
 
   // Hierarchical AllReduce (algorithms/hierarchical.h), per channel three tasks: reduce-scatter
@@ -430,14 +416,10 @@ struct Planner {
     const HierPlace h = hierPlace(c);
     const int L = h.localRanks;
     // Phases 2 and 3 read the partial results from the output. The pre-op (PreMulSum's
-    // multiply) was applied to the inputs in phase 1 (inputHasPreOp); phase 2 applies the
+    // multiply) was applied to the inputs in phase 1 (TaskInput::fromOutput); phase 2 applies the
     // post-op (SumPostDiv) on its final steps; phase 3 only copies.
-    CollOp net = op;
-    net.sendbuff = op.recvbuff;
-    net.inputHasPreOp = true;
-    CollOp gather = net;
-    gather.kind = CollKind::kAllGather;
-    gather.reduce = ReduceOpKind::kSum;
+    const TaskInput net{.fromOutput = true};
+    const TaskInput gather{.fromOutput = true, .copiesOnly = true};
     for (int ch = 0; ch < c.channels(); ++ch) {
       const int intra = hierIntraChannel(ch), inter = hierInterChannel(ch);
       const size_t localChunk = chunkFor(c.sendConnection(h.intraNext, intra + off));
@@ -451,23 +433,24 @@ struct Planner {
         return l;
       };
       auto local = [&](bool isGather) {
-        return hierLocalSteps(isGather, L, h.pos, op.count, c.channels(), ch, localChunk, align);
+        return algo::hierLocalProgram(isGather, L, h.pos, op.count, c.channels(), ch, localChunk,
+                                      align);
       };
       const algo::Range block = algo::hierSlice(op.count, L, h.pos, c.channels(), ch, align);
       // The inter-node ring's order is never read by the AllReduce walk (positions only).
-      const RingPlace ring{nullptr, h.nodes, c.rank(), h.node};
-      auto netSteps = [&] { return ringAllReduceSteps(ring, block, netChunk, align); };
+      const algo::StepProgram netSteps =
+          algo::ringAllReduceProgram(h.nodes, h.node, block, netChunk, align);
 
       PrimTask* scatter = add(local(false), ringLinks(h.intraNext, h.intraPrev, intra),
                               part("local reduce-scatter"));
-      const size_t scatterSteps = countSteps(*local(false));
+      const size_t scatterSteps = algo::stepCount(local(false));
       PrimTask* across =
-          addOwned(net, afterSteps(scatterSteps, netSteps()),
-                   ringLinks(h.interNext, h.interPrev, inter), part("across nodes"), scatter);
+          add(algo::afterSteps(scatterSteps, netSteps), ringLinks(h.interNext, h.interPrev, inter),
+              part("across nodes"), scatter, net);
       const size_t acrossSteps =
-          (scatterSteps > 0 ? scatterSteps - 1 : 0) + countSteps(*netSteps());
-      addOwned(gather, afterSteps(acrossSteps, local(true)),
-               ringLinks(h.intraNext, h.intraPrev, intra), part("local all-gather"), across);
+          (scatterSteps > 0 ? scatterSteps - 1 : 0) + algo::stepCount(netSteps);
+      add(algo::afterSteps(acrossSteps, local(true)), ringLinks(h.intraNext, h.intraPrev, intra),
+          part("local all-gather"), across, gather);
     }
   }
 
@@ -476,22 +459,22 @@ struct Planner {
     const size_t chunk = chunkElements(p2pChunkBytes, elem, align);
     TaskLinks none;
     if (op.kind == CollKind::kSend) {
-      add(pipeSteps(Prim::kSend, 0, 0, op.count, chunk, false), ringLinks(op.peer, -1, kP2pChannel),
-          toRank(op.peer));
+      add(algo::pipeProgram(Prim::kSend, 0, 0, op.count, chunk, false),
+          ringLinks(op.peer, -1, kP2pChannel), toRank(op.peer));
     } else if (op.kind == CollKind::kRecv) {
-      add(pipeSteps(Prim::kRecv, 0, 0, op.count, chunk, false), ringLinks(-1, op.peer, kP2pChannel),
-          fromRank(op.peer));
+      add(algo::pipeProgram(Prim::kRecv, 0, 0, op.count, chunk, false),
+          ringLinks(-1, op.peer, kP2pChannel), fromRank(op.peer));
     } else if (op.sendbuff != op.recvbuff) {
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) {
-          add(pipeSteps(Prim::kCopy, st.sendOffset, st.recvOffset, st.count, chunk, false), none,
-              localBlock());
+          add(algo::pipeProgram(Prim::kCopy, st.sendOffset, st.recvOffset, st.count, chunk, false),
+              none, localBlock());
           continue;
         }
-        add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
+        add(algo::pipeProgram(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
             ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
-        add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
+        add(algo::pipeProgram(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
             ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer));
       }
     } else {
@@ -502,13 +485,14 @@ struct Planner {
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) continue;  // the own block stays where it is
-        sendTo[st.sendPeer] = add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
-                                  ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
+        sendTo[st.sendPeer] =
+            add(algo::pipeProgram(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
+                ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
       }
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) continue;
-        add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
+        add(algo::pipeProgram(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
             ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer), sendTo[st.recvPeer]);
       }
     }

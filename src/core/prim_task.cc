@@ -65,21 +65,24 @@ std::string TaskLabel::str() const {
   return s;
 }
 
-PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
-                   const TaskLabel& label, const PrimTask* gate)
+PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const TaskLinks& links,
+                   const TaskLabel& label, const PrimTask* gate, TaskInput input)
     : op_(op),
-      steps_(std::move(steps)),
+      program_(program),
       links_(links),
       label_(label),
       gate_(gate),
       elemSize_(dataTypeSize(op.type)),
-      isReduction_(op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
-                   op.kind == CollKind::kReduceScatter),
+      input_(static_cast<const char*>(input.fromOutput ? op.recvbuff : op.sendbuff)),
+      inputHasPreOp_(input.fromOutput),
+      isReduction_(!input.copiesOnly &&
+                   (op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
+                    op.kind == CollKind::kReduceScatter)),
       signature_(collSignature(op)),
       // An input may go out as it is unless a pre-op (PreMulSum, float average) changes it on
       // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
       // buffer a Recv of its group fills).
-      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !op.inputHasPreOp) &&
+      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
                    !op.inputOverwritten) {}
 
@@ -127,7 +130,7 @@ bool PrimTask::progress() {
 // Runs the current step if its slots are ready. Returns true if it ran (or the walk ended).
 bool PrimTask::tryStep() {
   if (!haveCurrent_) {
-    if (!steps_->next(current_)) {
+    if (!algo::nextStep(program_, cursor_, current_)) {
       done_ = true;
       return true;
     }
@@ -137,7 +140,7 @@ bool PrimTask::tryStep() {
     wait_ = Wait::kGate;
     return false;
   }
-  const PrimStep& s = current_;
+  const algo::Step& s = current_;
   const size_t bytes = s.count * elemSize_;
   // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
   // hands out the same slot until it is released or posted).
@@ -162,7 +165,7 @@ bool PrimTask::tryStep() {
       checkReceived(label_, op_, links_.recvPeer[i], tag, signature_, got, bytes);
     }
   }
-  const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
+  const char* in = input_ + s.inOffset * elemSize_;
   // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
   // user buffer that stays put until the call returns - the output it writes, or an input sent
   // as it is - a connection that takes it gets that address instead of a filled slot. A pure
@@ -198,7 +201,7 @@ bool PrimTask::tryStep() {
   // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
   auto addInput = [&] {
     if (!algo::primReadsInput(s.prim)) return;
-    if (!op_.inputHasPreOp) args.preOpOnSource |= 1u << args.nsrc;
+    if (!inputHasPreOp_) args.preOpOnSource |= 1u << args.nsrc;
     args.src[args.nsrc++] = in;
   };
   const int nrecv = recvs ? links_.nrecv : 0;
