@@ -32,7 +32,7 @@ struct Overlap {
 struct Scratch {
   std::vector<Comm*> comms;
   std::vector<std::unique_lock<std::mutex>> locks;
-  std::vector<Comm::ConnectionKey> wanted;
+  std::vector<LinkRequest> wanted;
   std::vector<std::unique_ptr<PrimTask>> tasks;
   // (connection, task index) for every link of every task, sorted: neighbours are the order in
   // which tasks use a connection.
@@ -135,7 +135,7 @@ void connectAll(std::vector<CollOp>& ops, Scratch& scratch) {
     scratch.comms.front()->connect(scratch.wanted);
     return;
   }
-  std::map<Comm*, std::vector<Comm::ConnectionKey>> wanted;
+  std::map<Comm*, std::vector<LinkRequest>> wanted;
   for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(wanted.size());

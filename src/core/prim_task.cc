@@ -5,6 +5,7 @@
 #include "src/core/error.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
+#include "src/kernels/step_operands.h"
 
 namespace loom {
 
@@ -194,28 +195,24 @@ bool PrimTask::tryStep() {
     }
   }
 
+  // Slots to fill: a link that posts the data by address fills none.
+  void* fill[kMaxTaskPeers] = {};
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i) fill[i] = direct[i] ? nullptr : slots[i];
+  StepBuffers buffers;
+  buffers.input = in;
+  buffers.inputHasPreOp = inputHasPreOp_;
+  buffers.inputPosition = inputPosition_;
+  buffers.received = received;
+  buffers.nrecv = links_.nrecv;
+  buffers.output = out;
+  buffers.slots = fill;
+  buffers.nslots = links_.nsend;
   ReduceCopyArgs args;
+  stepOperands(s.prim, s.final, buffers, args);
   args.count = s.count;
   args.scalar = op_.scalar;
-  args.postOp = s.final;
-  // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
-  auto addInput = [&] {
-    if (!algo::primReadsInput(s.prim)) return;
-    if (!inputHasPreOp_) args.preOpOnSource |= 1u << args.nsrc;
-    args.src[args.nsrc++] = in;
-  };
-  const int nrecv = recvs ? links_.nrecv : 0;
-  const int inputAt = inputPosition_ < 0 || inputPosition_ > nrecv ? nrecv : inputPosition_;
-  for (int i = 0; i <= nrecv; ++i) {
-    if (i == inputAt) addInput();
-    if (i < nrecv) args.src[args.nsrc++] = received[i];
-  }
-  if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
-  if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
   args.streamStores = op_.streamStores;  // large calls (LOOM_STREAM_STORE_THRESHOLD)
-  if (sends)
-    for (int i = 0; i < links_.nsend; ++i)
-      if (!direct[i]) args.dst[args.ndst++] = slots[i];
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {

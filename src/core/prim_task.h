@@ -17,23 +17,12 @@
 #include "algorithms/primitives.h"
 #include "algorithms/walker.h"
 #include "src/core/coll.h"
+#include "src/core/plan.h"
 #include "transports/transport.h"
 
 namespace loom {
 
-// Which buffer a task reads as its input, and whether it reduces. Later phases of hierarchical
-// and doubling AllReduce read the partial results in the output buffer: they already carry the
-// pre-op (PreMulSum's multiply), which must not apply twice.
-struct TaskInput {
-  bool fromOutput = false;
-  bool copiesOnly = false;  // moves finished values only (hierarchical's all-gather phase)
-};
-
-// The peers a task exchanges with: a ring or chain step has at most one of each, a tree node
-// receives from (up) or sends to (down) up to two children, an exchange AllReduce sends to and
-// receives from every other rank (up to kMaxExchangeRanks - 1).
-inline constexpr int kMaxExchangeRanks = 8;
-inline constexpr int kMaxTaskPeers = kMaxExchangeRanks - 1;
+// The connections a task steps on, bound from its PlanLinks.
 struct TaskLinks {
   int nsend = 0;
   int nrecv = 0;
@@ -49,21 +38,6 @@ struct TaskLinks {
     recv[nrecv] = c;
     recvPeer[nrecv++] = peer;
   }
-};
-
-// Names a task in timeout messages ("AllReduce #12 (tree 1) channel 0 up", "AlltoAll #3 to
-// rank 2"). Plain fields, formatted only when a message needs it: planning a call builds no
-// strings.
-struct TaskLabel {
-  const char* what = "";  // the collective's name, or a whole label ("copy to self")
-  uint64_t number = 0;    // the operation's number on its communicator; 0: none
-  const char* algo = nullptr;
-  int tree = -1;
-  int channel = -1;
-  const char* part = nullptr;  // "up", "local reduce-scatter", ...
-  int toRank = -1;
-  int fromRank = -1;
-  std::string str() const;
 };
 
 // Throws RemoteError unless a slot received from `peer` carries this call's signature
