@@ -7,8 +7,10 @@ set(loom_algorithm_headers
   ${CMAKE_CURRENT_LIST_DIR}/alltoall.h
   ${CMAKE_CURRENT_LIST_DIR}/chain.h
   ${CMAKE_CURRENT_LIST_DIR}/doubling.h
+  ${CMAKE_CURRENT_LIST_DIR}/hierarchical.h
   ${CMAKE_CURRENT_LIST_DIR}/primitives.h
   ${CMAKE_CURRENT_LIST_DIR}/ring.h
+  ${CMAKE_CURRENT_LIST_DIR}/ring_order.h
   ${CMAKE_CURRENT_LIST_DIR}/slicing.h
   ${CMAKE_CURRENT_LIST_DIR}/tree.h
   ${CMAKE_CURRENT_LIST_DIR}/walker.h

@@ -9,7 +9,8 @@
 // so schedules can be compared with NCCL's runRing/runTreeUpDown line by line.
 //
 // Everything under algorithms/ is pure integer arithmetic with no allocation on the walk, C++17
-// and constexpr, so the same headers compile into CUDA kernels (DESIGN.md: one code path per idea).
+// and constexpr, so the same headers compile into CUDA kernels (docs/architecture.md,
+// "Decisions": one code path per idea).
 #pragma once
 
 #include <cstdint>

@@ -68,7 +68,8 @@ inline constexpr size_t roundUp(size_t value, size_t multiple) {
 namespace loom::transport {
 
 // Private memory for one side of a ring (the socket transport), mapped and faulted in once at
-// setup: page faults cost ~10 us per page here, so they must never happen per message.
+// setup: a page fault costs microseconds, more than a small message, so none may happen per
+// message.
 class PrivateMemory {
  public:
   PrivateMemory() = default;

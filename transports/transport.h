@@ -1,8 +1,8 @@
 // The transport interface: how bytes of one direction of one (peer, channel) connection move.
 //
 // How it works. Every connection, whatever carries it, looks the same to the primitives: a ring
-// of kSlots slots of slotBytes each, with two counters (DESIGN.md: step-based flow control,
-// identical for every transport).
+// of kSlots slots of slotBytes each, with two counters (step-based flow control, identical for
+// every transport: docs/architecture.md, "Transports").
 //   - The sender asks for a free slot (tryAcquire), fills it (possibly by a fused reduceCopy
 //     writing straight into it), and posts it with its byte count: tail += 1.
 //   - The receiver asks for the next full slot (tryReceive), consumes it (again possibly by a
@@ -35,8 +35,8 @@ namespace loom::transport {
 // previous steps without letting a slow receiver pin much memory.
 inline constexpr int kSlots = 8;
 
-// How a connection's bytes are laid out in the shared memory (DESIGN.md: wire and memory
-// protocols). kSimple: bulk slots published by head/tail counters with release/acquire (the
+// How a connection's bytes are laid out in the shared memory (docs/architecture.md, "Protocols:
+// Simple and LL"). kSimple: bulk slots published by head/tail counters with release/acquire (the
 // only protocol the socket transport has). kLL: every 8-byte word carries 4 bytes of data and
 // a 4-byte flag, so the receiver sees data as soon as each word lands, with no fence and no
 // counter round trip; small slots, for small messages (shm/ll_connection.h). Both look the

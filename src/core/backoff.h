@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "src/core/cpu_arch.h"
 #include "transports/wait.h"
 
 namespace loom {
@@ -29,11 +30,9 @@ class Backoff {
   // Yield until this long, then sleep. With more ranks than CPUs (yieldAtOnce) the sleep gives
   // the CPU to the peer this rank waits for, so it comes early. With a CPU per rank nobody
   // needs it, and a woken thread waits for the kernel to run it again, while a step of a large
-  // call often waits about as long as 60 us. Measured with 2 processes, 5 (AllGather) and 4
-  // (AllReduce) alternating rounds, median us per call after the first 20 (and of calls 1-20):
-  // AllGather 1 MiB through the ring 58-64 -> 44-63 (90-147 -> 70-115), AllReduce 1 MiB 70-143
-  // -> 68-111 (118-209 -> 118-143). A wait for a late peer still sleeps after 1 ms, so it does
-  // not burn a CPU for longer.
+  // call often waits about as long as 60 us: sleeping that early would add a wake-up to many
+  // steps of a 1 MiB call. A wait for a late peer still sleeps after 1 ms, so it does not burn a
+  // CPU for longer.
   static constexpr auto kYield = std::chrono::microseconds(60);
   static constexpr auto kYieldAlone = std::chrono::milliseconds(1);
   static constexpr auto kMaxSleep = std::chrono::milliseconds(10);
@@ -45,12 +44,12 @@ class Backoff {
     if (yieldNow_) {
       sched_yield();
     } else {
-      // One pause per round at first: a pause takes ~66 cycles on this machine's EPYC, and with
-      // 16 per round a small call's data waited 0.4 us on average to be seen (2 processes, 8 B
-      // AllReduce: 0.50 -> 0.33 us). A long wait (a large step) polls less, so the peer
-      // filling the slot is not slowed by the polled cache line.
+      // One pause per round at first: a pause takes tens to a hundred-odd cycles on recent x86
+      // cores, so 16 per round would leave a small call's data unseen for a good part of the
+      // call's own time. A long wait (a large step) polls
+      // less, so the peer filling the slot is not slowed by the polled cache line.
       const int pauses = idle_ < 64 ? 1 : 16;
-      for (int i = 0; i < pauses; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < pauses; ++i) cpuPause();
     }
     // Look at the clock every few rounds only, the first time after a few: most waits of a
     // small call end within them, and a clock read costs as much as a round.
@@ -101,18 +100,17 @@ class Backoff {
   }
   // More ranks than CPUs on this host (PlannerState::oversubscribed()): the peer this rank
   // waits for is likely waiting for a CPU, so spinning only delays it - yield at once (Open
-  // MPI does the same when oversubscribed), and sleep from kYield, not kYieldAlone. 4 processes
-  // on 2 cores, 8 B AllReduce: 20 -> 11 us.
+  // MPI does the same when oversubscribed), and sleep from kYield, not kYieldAlone.
   void yieldAtOnce(bool on) { yieldAtOnce_ = on; }
 
  private:
   // Spinning pays only while the peer runs on another core. Two threads of different
   // processes that hand work back and forth can end up on the same core for a long while
-  // (seen with host streams on 2 cores, where a waiting thread and the stream's worker both
-  // run collectives): then every wait spins its 4 us in vain before yielding to the peer,
-  // 8 us per 8 B call instead of 0.5. After 4 waits in a row that outlasted the spin phase, this
-  // thread yields at once (2.4 us per call in that state), and every 32nd wait spins again to
-  // notice when the peer is back on its own core.
+  // (host streams on few cores, where a waiting thread and the stream's worker both run
+  // collectives): then every wait spins its 4 us in vain before yielding to the peer, many
+  // times a small call's own cost. After 4 waits in a row that outlasted the spin phase, this
+  // thread yields at once, and every 32nd wait spins again to notice when the peer is back on
+  // its own core.
   void startWait() {
     WaitHistory& h = history_;
     probing_ = h.yieldFirst && ++h.sinceProbe % 32 == 0;

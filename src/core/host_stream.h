@@ -3,7 +3,7 @@
 // A stream is an in-order queue served by its own thread: enqueue() returns at once, the thread
 // runs the work items one after another. A thread that waits for the stream (synchronize, an
 // event) and finds the next item not yet started runs it itself: the worker is often asleep
-// after an idle gap, and waking it costs more than a small collective (10-20 us here), while
+// after an idle gap, and waking it costs more than a small collective (tens of us), while
 // the waiter is on a CPU already. Items still run one at a time and in order. The first item that
 // fails records its error; later items are dropped (their results would be built on a failed one)
 // and every query reports that error, as a CUDA stream with a sticky error does. Events remember a

@@ -1,8 +1,8 @@
 // What the planner keeps per communicator, made once at init (Comm::plannerState()):
 //   - the environment overrides (LOOM_ALGO, LOOM_PROTO, LOOM_TREE_THRESHOLD, LOOM_LL_THRESHOLD,
 //     LOOM_BUFFSIZE), read and checked once: a bad value fails init with InvalidArgument
-//     instead of every call, and a call reads no environment (DESIGN.md: tunables are owned by
-//     the communicator);
+//     instead of every call, and a call reads no environment (tunables are owned by the
+//     communicator: docs/architecture.md, "Environment variables");
 //   - the node layout and the tuner's model of the job (src/tune), built once;
 //   - the decisions for recent call sizes: the tuner searches its candidates once per
 //     (collective, size), then a call costs one atomic load.
@@ -61,36 +61,30 @@ class PlannerState {
   int64_t llThreshold_ = -1;
   // LOOM_EXCHANGE_THRESHOLD: AllReduce takes the exchange algorithm (one step; every rank sends
   // its input to every other) while (nranks - 1)^2 x bytes <= this: each rank sends and reduces
-  // (n-1) times its data, and more ranks share the same cores. Default 256 KiB, measured here
-  // with all_reduce_perf (LOOM_ALGO=ring vs exchange): 2 ranks, exchange wins up to 256 KiB
-  // over shared memory (0.9 vs 1.3 us at 8 B) and TCP (11 vs 18 us at 8 B), the ring at 1 MiB;
-  // 4 processes on 2 cores: exchange 12 vs ring 19 us at 8 B, even at 32 KiB, the ring ahead
-  // from 64 KiB (48 vs 55 us).
+  // (n-1) times its data, and more ranks share the same cores. Default 256 KiB: with 2 ranks the
+  // exchange beats the ring up to there over shared memory and TCP, and with 4 ranks on 2 cores
+  // up to 32 KiB, near the 28 KiB this bound gives them (docs/performance.md).
   size_t exchangeMaxBytes_ = 0;
   // LOOM_DOUBLING_THRESHOLD: where every link is a network link (networkOnly_), AllReduce of
   // more than 2 ranks takes recursive doubling while doublingSteps_ x bytes <= this: the
   // whole vector crosses that many times in a row (log2 of the largest power of two <= n
   // rounds, 2 more where extra ranks fold in first and get the result last). There a
   // message costs system calls at both ends, and doubling sends one per round where the
-  // exchange sends n - 1 and the ring runs 2(n - 1) steps. Default 1 MiB, measured with
-  // all_reduce_perf over TCP (LOOM_SHM_DISABLE=1) on 2 cores, the previous default (exchange,
-  // then ring) or the ring vs LOOM_ALGO=doubling, us per call: 4 ranks 8 B 56 vs 46 (Open MPI
-  // ~47), 32 KiB 153 vs 115, 64 KiB 317 vs 187, 256 KiB 851 vs 563, 1 MiB 2086 vs 2078, 4 MiB
-  // 7199 vs 9652; 3 ranks 8 B 35 vs 30, 64 KiB 96 vs 78, 128 KiB 151 vs 127, 256 KiB 227 vs
-  // 212, 1 MiB ring 851 vs 905; 6 ranks 8 B 178 vs 78. Over shared memory the exchange stays
-  // ahead (4 ranks 8 B 3.2 vs 5.8 us, 16 KiB 12.3 vs 14.9).
+  // exchange sends n - 1 and the ring runs 2(n - 1) steps. Default 1 MiB: over TCP doubling
+  // beats the exchange and the ring for 3, 4 and 6 ranks up to a few hundred KiB per rank,
+  // ties the ring near 1 MiB and loses beyond, where the ring's pipelining wins. Over shared
+  // memory a message is cheap and the exchange stays ahead, so doubling is for network-only
+  // jobs (docs/performance.md).
   size_t doublingMaxBytes_ = 0;
   int doublingSteps_ = 0;
   bool networkOnly_ = false;
   bool oversubscribed_ = false;
-  // LOOM_STREAM_STORE_THRESHOLD, default 4 MiB. Measured with 2 processes: a slot of a large
-  // call is read by the peer after it left the writer's L2, and a line served from another
-  // core's cache is slower here than one from memory; the output's lines are no longer read
-  // before being overwritten. AllReduce 16 MiB 4.9 -> 8.3 GB/s, 256 MiB 4.1 -> 7.8 (all
-  // stores streamed vs plain); streaming only the output gave 6.0 -> 6.2. At 1 MiB streaming
-  // won 5.8 -> 6.9 in one state of the VM and lost 16.5 -> 5.9 in another, where a call's
-  // whole working set (about 6x its size over two ranks) stayed in the 32 MiB L3; from 4 MiB
-  // it does not fit.
+  // LOOM_STREAM_STORE_THRESHOLD, default 4 MiB. A slot of a large call is read by the peer after
+  // it left the writer's L2, and a line served from another core's cache can be slower than
+  // one from memory; with streaming stores the output's lines are not read before being
+  // overwritten either. Streaming the peers' slots matters more than streaming the output.
+  // Below a few MiB a call's whole working set (about 6x its size over two ranks) can stay in
+  // a large L3, and plain stores keep it there; streaming then loses as often as it wins.
   size_t streamMinBytes_ = 0;
   size_t slotBytes_ = 0;
   size_t p2pSlotBytes_ = 0;

@@ -80,7 +80,7 @@ PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const Tas
                    (op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
                     op.kind == CollKind::kReduceScatter)),
       signature_(collSignature(op)),
-      // An input may go out as it is unless a pre-op (PreMulSum, float average) changes it on
+      // An input may go out as it is unless a pre-op (a user PreMulSum) changes it on
       // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
       // buffer a Recv of its group fills).
       directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&

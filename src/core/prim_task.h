@@ -6,9 +6,10 @@
 // every executor and the schedule simulator share. PrimTask runs a step once every
 // connection the step needs is ready - a full slot from the peer it receives from, a free slot
 // toward the peer it sends to - as ONE reduceCopy: sources are the received slot and/or the
-// local input, destinations the local output and/or the send slot (DESIGN.md: fused, one
-// pass). Then it releases and posts the slots and moves on. progress() never waits; the
-// executor interleaves all tasks of a group and owns waiting, deadlines and aborts.
+// local input, destinations the local output and/or the send slot (docs/architecture.md,
+// "Primitives: one fused pass"). Then it releases and posts the slots and moves on. progress()
+// never waits; the executor interleaves all tasks of a group and owns waiting, deadlines and
+// aborts.
 #pragma once
 
 #include <cstddef>

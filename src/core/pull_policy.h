@@ -6,15 +6,12 @@
 // Why measured and not a size rule. Which way is faster depends on how the two cores reach
 // each other's caches at the moment, not only on the size. The ring's receiver reads lines
 // the sender has just written, still dirty in the sender's cache; CMA reads the sender's
-// input, which is clean, but pays a system call and pins every page. On the reference VM the
-// cost of a dirty line between its two vCPUs switches every few minutes between ~100 and ~500
-// ns (host_limits' cache-line round trip); measured in one session, 2 processes, us per call:
-//   AllGather 64 KiB:  ring  5.9 / 18.5   CMA 5.3 / 6.3   (fast state / slow state)
-//   AllGather 1 MiB:   ring   48 / 248    CMA  57 / 63
-//   Broadcast 1 MiB:   ring   50 / 277    CMA 120 / 125
-//   ReduceScatter 1 MiB: ring 40 / 299    CMA  65 / 84
-// so no fixed threshold is right in both states (two sockets of a real machine look like the
-// slow state, two cores of one L3 like the fast one).
+// input, which is clean, but pays a system call and pins every page. Where a dirty line
+// crosses between the cores cheaply (two cores of one L3) the ring wins; where it costs several
+// times more (two sockets, or a VM whose host moves its vCPUs apart) CMA wins, and one machine
+// can switch between the two states within minutes (host_limits' cache-line round trip shows
+// which one it is in). So no fixed threshold is right in both; docs/performance.md ("Where the
+// time goes") has the figures.
 //
 // How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
 // group's first calls try each way in turn (warmupCalls()); after that it takes the way whose
@@ -25,6 +22,15 @@
 // group counts only its own calls, so every rank that makes the same calls explores on the same
 // ones (both ends of a connection then change way together and the times compare like with like).
 // The choice only changes how bytes move, never which bytes arrive: a call is correct either way.
+//
+// One group, call by call (the PullPolicy.* unit tests check this schedule):
+//   - calls 0 .. ringColdCalls() - 1 go through the ring and are not counted (until every slot
+//     of the ring has been written once: at most kSlots calls, at least call 0);
+//   - the next kCountedRingWarmup calls go through the ring and are counted;
+//   - the next kPullWarmup calls pull;
+//   - from then on each call takes the faster way, except bursts of kBurst calls of the other
+//     way from call kFirstBurst and from every kExploreEvery-th call;
+//   - the first call after a change of way is not counted.
 //
 // Not thread-safe: used under the communicator's execution mutex (executor.cc).
 #pragma once
@@ -45,31 +51,27 @@ class PullPolicy {
   // communicator's ring slot size (PlannerState::slotBytes). With more ranks on the host than
   // CPUs (`oversubscribed`), auto means never: a pulled step keeps the sender's call open until
   // the receiver has been scheduled and read it, where the ring lets the sender leave the data
-  // in a slot and go on. 4 processes on 2 cores, AllReduce with every step pulled against
-  // none: 64 KiB 59 vs 45 us, 1 MiB 519 vs 399, 16 MiB 9.0 vs 7.7 ms; measuring each call
-  // could not tell (5.0 vs 7.1 GB/s at 1 MiB): its time is mostly the scheduler's.
+  // in a slot and go on, so pulling loses at every size; and measuring cannot tell the two ways
+  // apart there, since a call's time is mostly the scheduler's.
   // Where every link is a network link (`networkOnly`) nothing can be pulled, and measuring
   // two ways that move bytes alike would only time noise: never.
   static PullPolicy fromEnv(bool oversubscribed, bool networkOnly, size_t slotBytes);
 
   // A group first goes through the ring, then pulls for kPullWarmup calls; from then on it
   // takes the faster way. The ring's first ringColdCalls() calls are not counted: each of them
-  // writes slots no call of that size has written yet, and those run cold. Measured at
-  // AllGather 1 MiB, ring only, VM in its fast state: calls 1-8 took 98-298 us, later ones 41-48
-  // (perf stat: no page faults); counting them made the warm-up pick CMA (57 us), and the ring
-  // bursts then at 16 and 48 still hit unwritten slots, so the group kept CMA for hundreds of
-  // calls.
+  // writes slots no call of that size has written yet, and those run cold (several times
+  // slower than warm ones, though without page faults: slots are touched at setup). Counting
+  // them would make the warm-up pick CMA, and later ring bursts would still hit unwritten
+  // slots, so the group would keep CMA for hundreds of calls.
   // A call that moves a whole ring's bytes (LOOM_BUFFSIZE) per rank writes every slot in its
   // first call, so its group counts from call 1 (call 0 may set up connections) as before.
   // The other way is tried again in a burst of kBurst calls from call kFirstBurst (a first
   // impression from two calls each can be wrong) and then every kExploreEvery-th. One early
   // burst, once both ways run warm, not two: a size's calls get faster either way over its
-  // first ~30 calls (2 processes, AllReduce 1 MiB, medians of 8-call blocks: ring 140, 78, 76,
-  // 76, then 70 us; CMA 208, 141, 138, 135), so a burst at 16 timed the other way still warming
-  // and needed one at 48 to confirm; each burst costs 3 calls of the slower way (AllGather 16
-  // MiB: 1.8 against 1.0 ms). The first call after a change of way is not counted either: a
-  // lone call of the other way runs cold and measured AllGather 64 KiB with CMA at 8 us where
-  // steady pulling takes 5.2.
+  // first ~30 calls, so an earlier burst would time the other way while it still warms and need
+  // a second one to confirm, and every burst costs kBurst calls of the slower way. The first
+  // call after a change of way is not counted either: a lone call of the other way runs cold,
+  // well above what that way takes once it runs steadily.
   static constexpr uint32_t kCountedRingWarmup = 2;
   static constexpr uint32_t kPullWarmup = 3;
   static constexpr uint32_t kBurst = 3;
@@ -113,9 +115,8 @@ class PullPolicy {
     // earlier run left, as the mean of the run's calls (weighted 1/16 to the newest after 16:
     // single calls of some microseconds vary by more than the two ways differ). Why a run and
     // not all calls: the other way is tried 2 counted calls at a time, so a mean over all of
-    // them kept its first, cold calls for thousands of calls. Measured at AllGather 1 MiB, VM
-    // in its fast state: a size's first ~20 calls take 100-250 us either way, later ones 55
-    // (ring) and 66 (CMA); the ring's warm-up calls held its mean above CMA's until call 258.
+    // them would keep its first, cold calls for thousands of calls: a size's first ~20 calls
+    // take two to five times as long as later ones either way, more than the ways differ.
     std::array<uint32_t, 2> runSamples{};
     std::array<double, 2> runFirstNs{};
     std::array<double, 2> meanNs{};  // 0: no run of the way has counted 2 calls yet

@@ -9,6 +9,8 @@
 
 #include <chrono>
 
+#include "src/core/cpu_arch.h"
+
 namespace loom {
 
 // Returns true as soon as `ready()` holds, false once `budget` has passed without it.
@@ -20,7 +22,7 @@ bool spinUntil(Ready&& ready, std::chrono::microseconds budget = std::chrono::mi
   for (unsigned round = 0;; ++round) {
     if (ready()) return true;
     if ((round & 15) != 15) {
-      for (int i = 0; i < 16; ++i) __builtin_ia32_pause();
+      for (int i = 0; i < 16; ++i) cpuPause();
       continue;
     }
     const auto waited = Clock::now() - start;

@@ -1,4 +1,4 @@
-// Where loom's own threads run (DESIGN.md: progress threads near their rank's memory). A host
+// Where loom's own threads run (docs/architecture.md, "Threads and where they run"). A host
 // stream's worker is bound to the CPUs of its rank's NUMA node (from the topology discovery),
 // intersected with the process's allowed CPUs, so the copies and reductions it runs touch
 // memory local to that node. LOOM_BIND_THREADS=0 leaves placement to the OS; a rank whose NUMA

@@ -6,9 +6,9 @@
 # FMA would round x*s+acc once instead of twice and break bit-identical results across ISAs.
 # The loops rely on auto-vectorisation, which GCC 12's -O2 ("very cheap" cost model) mostly
 # refuses for loops of unknown length; the dynamic cost model vectorises them (no effect at
-# -O0). 256-bit vectors in the AVX-512 file too (GCC's own tuning for AVX-512 servers):
-# measured no faster at 512 on streams, slower on buffers that are not 64-byte aligned, and
-# wide vectors lower the clock on some Xeons. AVX-512 still brings masks and 32 registers.
+# -O0). 256-bit vectors in the AVX-512 file too (GCC's own tuning for AVX-512 servers): 512-bit
+# ones are no faster on streams, slower on buffers that are not 64-byte aligned, and lower the
+# clock on some Xeons. AVX-512 still brings masks and 32 registers.
 set(loom_kernels_dir ${CMAKE_CURRENT_LIST_DIR})
 set(loom_kernels_cpu_flags -ffp-contract=off -ftree-vectorize -fvect-cost-model=dynamic)
 list(APPEND loom_sources
@@ -17,7 +17,9 @@ list(APPEND loom_sources
 set_source_files_properties(${loom_kernels_dir}/reduce_copy_generic.cc
   PROPERTIES COMPILE_OPTIONS "${loom_kernels_cpu_flags}")
 
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+# The AVX variants exist on x86-64 only; elsewhere (and with LOOM_FORCE_GENERIC_ARCH) the
+# dispatcher has the generic table alone (LOOM_CPU_X86_64 in src/core/cpu_arch.h agrees).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND NOT LOOM_FORCE_GENERIC_ARCH)
   list(APPEND loom_sources
     ${loom_kernels_dir}/reduce_copy_avx2.cc
     ${loom_kernels_dir}/reduce_copy_avx512.cc)

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "src/core/cpu_arch.h"
 #include "src/core/error.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
@@ -17,7 +18,7 @@ const ReduceCopyTable* tableFor(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kGeneric:
       return &kReduceCopyTableGeneric;
-#if defined(__x86_64__)
+#if LOOM_CPU_X86_64
     case CpuIsa::kAvx2:
       return &kReduceCopyTableAvx2;
     case CpuIsa::kAvx512:
@@ -61,7 +62,7 @@ const char* cpuIsaName(CpuIsa isa) {
 
 bool cpuSupports(CpuIsa isa) {
   if (!isValidIsa(isa) || tableFor(isa) == nullptr) return false;
-#if defined(__x86_64__)
+#if LOOM_CPU_X86_64
   // libgcc's checks include the OS part (XGETBV): the kernel saves the wide registers.
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -108,7 +109,7 @@ const char* reduceOpKindName(ReduceOpKind op) {
   }
 }
 
-ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type) {
+ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t /*type*/) {
   switch (op) {
     case loomSum:
       return ReduceOpKind::kSum;
@@ -119,7 +120,7 @@ ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type) {
     case loomMin:
       return ReduceOpKind::kMin;
     case loomAvg:
-      return isFloatingDataType(type) ? ReduceOpKind::kPreMulSum : ReduceOpKind::kSumPostDiv;
+      return ReduceOpKind::kSumPostDiv;
     default:
       break;
   }
@@ -130,7 +131,7 @@ ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type) {
 ReduceScalar averageScalar(int nranks) {
   LOOM_ENFORCE(nranks >= 1, InvalidArgument, "average over ", nranks, " ranks: need at least 1");
   ReduceScalar s;
-  s.f = 1.0 / nranks;
+  s.f = nranks;
   s.i = nranks;
   return s;
 }

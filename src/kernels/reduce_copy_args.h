@@ -17,8 +17,8 @@ namespace loom {
 inline constexpr int kMaxSources = 8;
 inline constexpr int kMaxDests = 8;
 
-// Internal reduction kinds (reduce_op_table.def). loomAvg maps onto kPreMulSum with 1/n for
-// floating-point types and onto kSumPostDiv with n for integer types (see reduceOpKindFor).
+// Internal reduction kinds (reduce_op_table.def). loomAvg maps onto kSumPostDiv with divisor n
+// for every type (see reduceOpKindFor); kPreMulSum is the user's loomRedOpCreatePreMulSum.
 enum class ReduceOpKind : int {
 #define LOOM_REDUCE_OP(kind, Func, name) kind,
 #include "src/kernels/reduce_op_table.def"

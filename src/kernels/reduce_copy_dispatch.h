@@ -26,11 +26,12 @@ void setCpuIsaForTesting(CpuIsa isa);
 
 const char* reduceOpKindName(ReduceOpKind op);  // "sum", ...; nullptr when out of range
 
-// The internal op for a public one: loomAvg is kPreMulSum (scalar 1/n, pre-op on the local
-// input) for floating-point types and kSumPostDiv (divisor n, post-op on the final result)
-// for integers, as in NCCL. Throws InvalidArgument for a value outside loomRedOp_t.
+// The internal op for a public one. loomAvg is kSumPostDiv for every type: the sum, then one
+// division by n of the final result (a post-op), exact whenever the sum is a multiple of n.
+// `type` is not used: each public op has one kind for all types. Throws InvalidArgument for a
+// value outside loomRedOp_t.
 ReduceOpKind reduceOpKindFor(loomRedOp_t op, loomDataType_t type);
-// The scalar for loomAvg over n ranks, valid for either kind above.
+// The scalar for loomAvg over n ranks: the divisor n.
 ReduceScalar averageScalar(int nranks);
 
 // Throws InvalidArgument naming the culprit: type or op out of range; nsrc or ndst out of

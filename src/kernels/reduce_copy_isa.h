@@ -5,6 +5,7 @@
 #pragma once
 
 #include "loom/loom.h"
+#include "src/core/cpu_arch.h"
 #include "src/kernels/reduce_copy_args.h"
 
 namespace loom {
@@ -16,7 +17,7 @@ struct ReduceCopyTable {
 };
 
 extern const ReduceCopyTable kReduceCopyTableGeneric;
-#if defined(__x86_64__)
+#if LOOM_CPU_X86_64
 extern const ReduceCopyTable kReduceCopyTableAvx2;
 extern const ReduceCopyTable kReduceCopyTableAvx512;
 #endif

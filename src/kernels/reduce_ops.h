@@ -165,8 +165,8 @@ LOOM_DEFINE_BINARY_FUNC(FuncMin, minOp);
 LOOM_DEFINE_BINARY_FUNC(FuncMax, maxOp);
 #undef LOOM_DEFINE_BINARY_FUNC
 
-// Sum of inputs each multiplied by a scalar: floating-point average (scalar 1/n, applied to
-// the local input before it enters the ring) and user PreMulSum ops.
+// Sum of inputs each multiplied by a scalar: user PreMulSum ops (loomRedOpCreatePreMulSum). The
+// scalar applies to the local input before it enters the ring; peers' data already has it.
 template <typename T>
 struct FuncPreMulSum : FuncBase<T> {
   using Acc = AccT<T>;
@@ -177,8 +177,8 @@ struct FuncPreMulSum : FuncBase<T> {
   LOOM_HOST_DEVICE LOOM_INLINE Acc operator()(Acc a, Acc b) const { return addOp(a, b); }
 };
 
-// Sum, then a division of the final result: integer average (divisor n). For floating-point
-// types the divisor is the scalar's `f` (average uses PreMulSum there instead).
+// Sum, then a division of the final result: average (divisor n) for every type. Floating-point
+// types divide by the scalar's `f`, integer types by its `i`.
 template <typename T>
 struct FuncSumPostDiv : FuncBase<T> {
   using Acc = AccT<T>;

@@ -8,11 +8,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__F16C__) || defined(__AVX512F__) || defined(__SSE2__)
+#include "src/core/cpu_arch.h"
+#include "src/kernels/reduce_ops.h"
+
+#if LOOM_CPU_X86 && (defined(__F16C__) || defined(__AVX512F__) || defined(__SSE2__))
 #include <immintrin.h>
 #endif
-
-#include "src/kernels/reduce_ops.h"
 
 namespace loom {
 inline namespace LOOM_ISA_NAMESPACE {
@@ -36,9 +37,9 @@ LOOM_INLINE void storeAt(unsigned char* p, size_t j, T v) {
 // Unfenced: streamFence() before publishing. (reduceCopy streams its tiles with it, and the
 // dispatcher's streamCopy is it plus the fence.)
 LOOM_INLINE void streamBytes(unsigned char* p, const unsigned char* in, size_t n) {
-#if defined(__AVX2__)
+#if LOOM_CPU_X86 && defined(__AVX2__)
   constexpr size_t kVec = 32;
-#elif defined(__SSE2__)
+#elif LOOM_CPU_X86 && defined(__SSE2__)
   constexpr size_t kVec = 16;
 #else
   constexpr size_t kVec = 0;
@@ -51,10 +52,10 @@ LOOM_INLINE void streamBytes(unsigned char* p, const unsigned char* in, size_t n
     memcpy(p, in, head);
     size_t j = head;
     for (; j + kVec <= n; j += kVec) {
-#if defined(__AVX2__)
+#if LOOM_CPU_X86 && defined(__AVX2__)
       _mm256_stream_si256(reinterpret_cast<__m256i*>(p + j),
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + j)));
-#elif defined(__SSE2__)
+#elif LOOM_CPU_X86 && defined(__SSE2__)
       _mm_stream_si128(reinterpret_cast<__m128i*>(p + j),
                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j)));
 #endif
@@ -65,7 +66,7 @@ LOOM_INLINE void streamBytes(unsigned char* p, const unsigned char* in, size_t n
 
 // Orders streamed stores before the stores that publish them (a posted slot, a flag).
 LOOM_INLINE void streamFence() {
-#if defined(__SSE2__)
+#if LOOM_CPU_X86 && defined(__SSE2__)
   _mm_sfence();
 #endif
 }
@@ -95,7 +96,7 @@ LOOM_INLINE void storeTile(const AccT<T>* in, unsigned char* p, size_t n) {
   storeTileScalar<T>(in, p, n);
 }
 
-#if defined(__F16C__) || defined(__AVX512F__)
+#if LOOM_CPU_X86 && (defined(__F16C__) || defined(__AVX512F__))
 template <>
 inline constexpr bool kHasTileConvert<Float16> = true;
 

@@ -7,10 +7,8 @@ namespace loom::tune {
 // slots of LOOM_BUFFSIZE/8) and of LL (one flag per 8-byte word), one channel's copy rate,
 // and the memory bandwidth all ranks of a host share.
 constexpr ProtoCost kShmSimple{6.0, 3.0};
-// LL's flags save Simple's tail-counter round trip, ~0.1 us a hop (calibrate.sh at 2 ranks:
-// 8 B ring 0.5 vs 0.7 us over 2 hops; 1 KiB already 1.0 vs 0.8), and move data at 0.9 GB/s:
-// LL up to ~256-512 B. (It used to be 1.5 us against 6 and LL up to 4-8 KiB, when the
-// executor polled in 0.4 us rounds; since then Simple is 1.3-2x faster at 1-4 KiB.)
+// LL's flags save Simple's tail-counter round trip, ~0.1 us a hop, and move data at 0.9 GB/s
+// (half of every word is a flag): LL pays up to ~256-512 B (calibrate.sh; src/tune/README.md).
 constexpr ProtoCost kShmLL{kShmSimple.latencyUs - 0.1, 0.9};
 constexpr double kShmTotalGBs = 8.0;
 // TCP between hosts: per-hop latency of a slot over a socket (a round of the kernel's

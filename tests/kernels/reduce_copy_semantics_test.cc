@@ -96,13 +96,25 @@ TEST(ReduceCopySemantics, MinMaxPropagateTheFirstNaN) {
   }
 }
 
-TEST(ReduceCopySemantics, AverageOfFloatsPreMultipliesOnlyListedSources) {
-  const ReduceOpKind op = reduceOpKindFor(loomAvg, loomFloat32);
-  ASSERT_EQ(op, ReduceOpKind::kPreMulSum);
+TEST(ReduceCopySemantics, PreMulSumScalesOnlyListedSources) {
   // Ring step: source 0 is the local input (scaled here), source 1 arrived already scaled.
-  for (const auto& r :
-       reduceOnEveryIsa<float>(op, {{8.0f, -4.0f}, {1.5f, 0.25f}}, averageScalar(4), 0x1)) {
+  for (const auto& r : reduceOnEveryIsa<float>(
+           ReduceOpKind::kPreMulSum, {{8.0f, -4.0f}, {1.5f, 0.25f}}, ReduceScalar{0.25, 1}, 0x1)) {
     EXPECT_EQ(r, (std::vector<float>{3.5f, -0.75f}));
+  }
+}
+
+TEST(ReduceCopySemantics, AverageOfFloatsDividesTheFinalSumOnce) {
+  const ReduceOpKind op = reduceOpKindFor(loomAvg, loomFloat32);
+  ASSERT_EQ(op, ReduceOpKind::kSumPostDiv);
+  const std::vector<std::vector<float>> in = {{8.0f, -4.0f}, {1.5f, 0.25f}, {0.5f, 0.75f}};
+  for (const auto& r : reduceOnEveryIsa<float>(op, in, averageScalar(4), 0, true)) {
+    EXPECT_EQ(r, (std::vector<float>{2.5f, -0.75f}));
+  }
+  // Without postOp (an intermediate ring step) it is a plain sum; average has no pre-op, so
+  // pre-op bits change nothing.
+  for (const auto& r : reduceOnEveryIsa<float>(op, in, averageScalar(4), 0x7, false)) {
+    EXPECT_EQ(r, (std::vector<float>{10.0f, -3.0f}));
   }
 }
 
@@ -129,7 +141,7 @@ TEST(ReduceCopySemantics, PublicOpsMapToKinds) {
   EXPECT_EQ(reduceOpKindFor(loomProd, loomFloat16), ReduceOpKind::kProd);
   EXPECT_EQ(reduceOpKindFor(loomMin, loomUint64), ReduceOpKind::kMin);
   EXPECT_EQ(reduceOpKindFor(loomMax, loomBfloat16), ReduceOpKind::kMax);
-  EXPECT_EQ(reduceOpKindFor(loomAvg, loomFloat8e4m3), ReduceOpKind::kPreMulSum);
+  EXPECT_EQ(reduceOpKindFor(loomAvg, loomFloat8e4m3), ReduceOpKind::kSumPostDiv);
   EXPECT_EQ(reduceOpKindFor(loomAvg, loomUint8), ReduceOpKind::kSumPostDiv);
   EXPECT_THROW(reduceOpKindFor(loomNumOps, loomFloat32), InvalidArgument);
   EXPECT_THROW(averageScalar(0), InvalidArgument);
@@ -186,10 +198,14 @@ TEST(ReduceCopySemantics, RejectsBadArgumentsNamingThem) {
   bad.nsrc = 0;
   EXPECT_NE(errorOf(loomFloat32, ReduceOpKind::kSum, bad).find("nsrc = 0"), std::string::npos);
   bad.nsrc = kMaxSources + 1;
-  EXPECT_NE(errorOf(loomFloat32, ReduceOpKind::kSum, bad).find("nsrc = " + std::to_string(kMaxSources + 1)), std::string::npos);
+  EXPECT_NE(errorOf(loomFloat32, ReduceOpKind::kSum, bad)
+                .find("nsrc = " + std::to_string(kMaxSources + 1)),
+            std::string::npos);
   bad = ok;
   bad.ndst = kMaxDests + 1;
-  EXPECT_NE(errorOf(loomFloat32, ReduceOpKind::kSum, bad).find("ndst = " + std::to_string(kMaxDests + 1)), std::string::npos);
+  EXPECT_NE(
+      errorOf(loomFloat32, ReduceOpKind::kSum, bad).find("ndst = " + std::to_string(kMaxDests + 1)),
+      std::string::npos);
   bad = ok;
   bad.nsrc = 2;  // src[1] left null
   EXPECT_NE(errorOf(loomFloat32, ReduceOpKind::kSum, bad).find("src[1] is null"),

@@ -9,9 +9,10 @@
 // work to do. Works the same between threads of one process and between processes.
 //
 // A dead peer cannot be detected from the ring: a sender that died simply stops posting, a
-// receiver that died stops releasing. The executor's deadline and abort checks cover that
-// (DESIGN.md: no silent hangs), and the bootstrap notices the dead process on the next
-// collective setup.
+// receiver that died stops releasing. During a long wait the executor asks the connection's
+// checkPeer(), which sees that the peer no longer holds its lock mark on the segment
+// (shm_segment.h); its deadline and abort checks cover the rest (docs/architecture.md,
+// "Errors, timeouts and dead peers").
 #pragma once
 
 #include "transports/transport_setup.h"

@@ -2,12 +2,12 @@
 // primitives see the same ring as with shm); progress() moves whole posted slots from the
 // sender's ring over TCP into the receiver's ring.
 //
-// Wire format. A connection has N TCP streams (LOOM_SOCKET_NSTREAMS). Slots go round-robin
-// over the streams, whole: step s travels on stream s % N as a 16-byte header (step, byte
-// count, magic) followed by its bytes. Whole slots rather than stripes because big messages
-// still use every stream at once (kSlots > N slots are in flight), while small ones cost one
-// send and one receive instead of N of each. Each stream is in order, so the receiver knows
-// which step comes next on it and checks the header against that.
+// Wire format. A connection has N TCP streams (LOOM_SOCKET_NSTREAMS). Slots go round-robin over
+// the streams, whole: step s travels on stream s % N as a 24-byte header (SlotHeader: step,
+// byte count, magic, the sender's tag, reserved) followed by its bytes. Whole slots rather than
+// stripes because big messages still use every stream at once (kSlots > N slots are in flight),
+// while small ones cost one send and one receive instead of N of each. Each stream is in order,
+// so the receiver knows which step comes next on it and checks the header against that.
 //
 // Reading ahead. The receiver does not know a step's size before its header is in, so every
 // read asks for the rest of the current step into its slot and for up to kCarryBytes more into
@@ -40,8 +40,8 @@
 namespace loom::transport {
 
 // Where the slots of a private ring lie: each slot is kSlotHeaderRoom bytes of which the last
-// 16 hold its wire header, then slotBytes of data (64-byte aligned, since slotBytes is whole
-// pages).
+// sizeof(SlotHeader) = 24 hold its wire header, then slotBytes of data (64-byte aligned,
+// since slotBytes is whole pages).
 struct SlotHeader {
   uint64_t step;
   uint32_t bytes;
