@@ -13,4 +13,5 @@ set(loom_algorithm_headers
   ${CMAKE_CURRENT_LIST_DIR}/ring_order.h
   ${CMAKE_CURRENT_LIST_DIR}/slicing.h
   ${CMAKE_CURRENT_LIST_DIR}/tree.h
+  ${CMAKE_CURRENT_LIST_DIR}/walker.h
 )

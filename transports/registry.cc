@@ -48,10 +48,10 @@ std::string linkText(int sender, int receiver, int channel) {
 }
 
 // Receives the envelope of `kind` from `peer`; throws the peer's failure as a RemoteError.
-SetupEnvelope receiveEnvelope(Comm& comm, const ConnectionRequest& r, uint32_t batchTag,
+SetupEnvelope receiveEnvelope(Peers& comm, const ConnectionRequest& r, uint32_t batchTag,
                               SetupMessage kind) {
   SetupEnvelope e;
-  comm.bootstrap().recv(r.peer, messageTag(batchTag, r.channel, kind), &e, sizeof(e));
+  comm.recvBlob(r.peer, messageTag(batchTag, r.channel, kind), &e, sizeof(e));
   const std::string link =
       r.send ? linkText(comm.rank(), r.peer, r.channel) : linkText(r.peer, comm.rank(), r.channel);
   LOOM_ENFORCE(e.magic == kEnvelopeMagic, RemoteError, "rank ", r.peer,
@@ -68,7 +68,8 @@ SetupEnvelope receiveEnvelope(Comm& comm, const ConnectionRequest& r, uint32_t b
   return e;
 }
 
-void validate(const Comm& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag) {
+void validate(const Peers& comm, const std::vector<ConnectionRequest>& requests,
+              uint32_t batchTag) {
   std::set<std::tuple<int, int, bool>> seen;
   for (const ConnectionRequest& r : requests) {
     LOOM_ENFORCE(r.peer >= 0 && r.peer < comm.nranks() && r.peer != comm.rank(), InvalidArgument,
@@ -82,15 +83,13 @@ void validate(const Comm& comm, const std::vector<ConnectionRequest>& requests, 
                  "duplicate connection request: ", r.send ? "send to" : "receive from", " rank ",
                  r.peer, " on channel ", r.channel);
   }
-  LOOM_ENFORCE(static_cast<int>(comm.rankInfos().size()) == comm.nranks(), InternalError,
-               "transport setup before the rank exchange");
 }
 
 // The state of one batch on this rank; on failure it tells every peer still waiting for a
 // message from us why, so they fail now with our reason.
 class Batch {
  public:
-  Batch(Comm& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag)
+  Batch(Peers& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag)
       : comm_(comm),
         requests_(requests),
         batchTag_(batchTag),
@@ -124,10 +123,10 @@ class Batch {
                         batchTag_, r.protocol, r.slotBytes != 0 ? r.slotBytes : slotBytesFromEnv()};
   }
   Transport& transportFor(int peer) {
-    return selectTransport(comm_.rankInfos()[comm_.rank()], comm_.rankInfos()[peer]);
+    return selectTransport(comm_.rankInfo(comm_.rank()), comm_.rankInfo(peer));
   }
   void sendEnvelope(const ConnectionRequest& r, SetupMessage kind, const SetupEnvelope& e) {
-    comm_.bootstrap().send(r.peer, messageTag(batchTag_, r.channel, kind), &e, sizeof(e));
+    comm_.sendBlob(r.peer, messageTag(batchTag_, r.channel, kind), &e, sizeof(e));
   }
 
   void phaseOne(size_t i) {
@@ -179,7 +178,7 @@ class Batch {
     }
   }
 
-  Comm& comm_;
+  Peers& comm_;
   const std::vector<ConnectionRequest>& requests_;
   const uint32_t batchTag_;
   std::vector<bool> owed_;  // we still owe this request's peer a message (blob or ack)
@@ -222,7 +221,19 @@ Transport& selectTransport(const RankInfo& self, const RankInfo& peer) {
   throw InternalError(strCat("no transport can connect rank ", self.rank, " and rank ", peer.rank));
 }
 
-Connections connectAll(Comm& comm, const std::vector<ConnectionRequest>& requests,
+size_t commonSlotBytes(Protocol protocol) {
+  size_t bytes = SIZE_MAX;
+  for (const Transport* t : transports()) bytes = std::min(bytes, t->maxSlotBytes(protocol));
+  return bytes;
+}
+
+size_t pullThreshold() {
+  size_t threshold = 0;
+  for (const Transport* t : transports()) threshold = std::max(threshold, t->pullThreshold());
+  return threshold;
+}
+
+Connections connectAll(Peers& comm, const std::vector<ConnectionRequest>& requests,
                        uint32_t batchTag) {
   validate(comm, requests, batchTag);
   return Batch(comm, requests, batchTag).run();

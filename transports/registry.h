@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/core/comm.h"
+#include "transports/peers.h"
 #include "transports/transport.h"
 #include "transports/transport_setup.h"
 
@@ -59,11 +59,16 @@ const std::vector<Transport*>& transports();
 // Throws InvalidArgument for an unknown LOOM_TRANSPORT or a forced one that cannot connect them.
 Transport& selectTransport(const RankInfo& self, const RankInfo& peer);
 
-// Connects every request through the communicator's bootstrap; collective over the peers named.
-// `batchTag` (0 to kMaxBatchTag in tags.h) must differ between batches that may overlap; a
+// The smallest slot any transport gives `protocol`, and the largest pull threshold any
+// transport has (0: no transport pulls). Asked by the planner and the pull policy.
+size_t commonSlotBytes(Protocol protocol);
+size_t pullThreshold();
+
+// Connects every request through the communicator's bootstrap (`peers`); collective over the peers
+// named. `batchTag` (0 to kMaxBatchTag in tags.h) must differ between batches that may overlap; a
 // caller numbers them and wraps. Throws InvalidArgument for bad requests, RemoteError when a
 // peer failed its side (with its message), TimeoutError when a peer does not answer.
-Connections connectAll(Comm& comm, const std::vector<ConnectionRequest>& requests,
+Connections connectAll(Peers& peers, const std::vector<ConnectionRequest>& requests,
                        uint32_t batchTag);
 
 }  // namespace loom::transport

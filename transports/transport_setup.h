@@ -8,21 +8,22 @@
 // transport only fills and reads them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
 
-#include "src/core/comm.h"
 #include "src/core/logging.h"
+#include "transports/peers.h"
 #include "transports/transport.h"
 
 namespace loom::transport {
 
 // Everything a transport needs to know about the connection it sets up.
 struct SetupContext {
-  Comm& comm;
+  Peers& peers;
   int peer;
   int channel;
   uint32_t batchTag;  // data connections use dataTag(batchTag, channel, stream) (tags.h)
@@ -50,6 +51,20 @@ class Transport {
   virtual bool canConnect(const RankInfo& self, const RankInfo& peer) const = 0;
   // Why canConnect refuses a pair, for the error when the user forced this transport.
   virtual std::string whyNot(const RankInfo& self, const RankInfo& peer) const = 0;
+  // Questions the planner asks instead of knowing a transport's internals:
+  // The largest slot this transport gives a connection of `protocol` (SIZE_MAX: whatever
+  // LOOM_BUFFSIZE asks for). Every rank of a ring cuts the data into the same pieces, so a
+  // call's pieces fit the smallest slot of any transport (commonSlotBytes in registry.h).
+  virtual size_t maxSlotBytes(Protocol protocol) const {
+    (void)protocol;
+    return SIZE_MAX;
+  }
+  // Whether the two ends share the memory of the ring (a store is seen by the peer; no
+  // progress() moves data): what makes the LL protocol and single-copy steps pay.
+  virtual bool sharesMemory() const { return false; }
+  // The smallest step this transport may pull from the peer's memory with a system call
+  // (CMA), or 0 when it never pulls; the executor's pull policy decides per call.
+  virtual size_t pullThreshold() const { return 0; }
   // Phase 1 (receiver): create this side; describe it to the sender in `blob`.
   virtual std::unique_ptr<PendingRecv> setupRecv(const SetupContext& ctx, ConnectBlob* blob) = 0;
   // Phase 2 (sender): attach to the receiver's side described by `blob`; fill `ack`.

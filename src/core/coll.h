@@ -53,9 +53,6 @@ struct CollOp {
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;
-  // Set by the planner for a later phase that reads partial results as its input (the output
-  // buffer): they already carry the pre-op (PreMulSum's multiply), which must not apply twice.
-  bool inputHasPreOp = false;
 };
 
 // Checks every argument against the communicator (types, ops, roots, peers, null buffers with

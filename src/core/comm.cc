@@ -234,47 +234,60 @@ std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOp
   return child;
 }
 
-transport::SendConnection* Comm::sendConnection(int peer, int channel) {
-  const size_t ch = static_cast<size_t>(channel);
-  if (peer < 0 || peer >= nranks_ || ch >= sendTable_.size() || sendTable_[ch].empty())
-    return nullptr;
-  return sendTable_[ch][peer];
+const RankInfo& Comm::rankInfo(int rank) const {
+  LOOM_ENFORCE(rank >= 0 && static_cast<size_t>(rank) < rankInfos_.size(), InternalError,
+               "rank information of rank ", rank, " asked before the rank exchange");
+  return rankInfos_[static_cast<size_t>(rank)];
 }
 
-transport::RecvConnection* Comm::recvConnection(int peer, int channel) {
-  const size_t ch = static_cast<size_t>(channel);
-  if (peer < 0 || peer >= nranks_ || ch >= recvTable_.size() || recvTable_[ch].empty())
+void Comm::sendBlob(int peer, uint32_t tag, const void* data, size_t size) {
+  bootstrap_->send(peer, tag, data, size);
+}
+void Comm::recvBlob(int peer, uint32_t tag, void* data, size_t size) {
+  bootstrap_->recv(peer, tag, data, size);
+}
+Socket Comm::connectData(int peer, uint32_t tag) { return bootstrap_->connectData(peer, tag); }
+Socket Comm::acceptData(int peer, uint32_t tag) { return bootstrap_->acceptData(peer, tag); }
+
+transport::SendConnection* Comm::sendConnection(int peer, ConnectionKey key) {
+  const size_t id = static_cast<size_t>(key.wireId());
+  if (peer < 0 || peer >= nranks_ || id >= sendTable_.size() || sendTable_[id].empty())
     return nullptr;
-  return recvTable_[ch][peer];
+  return sendTable_[id][peer];
 }
 
-void Comm::connect(const std::vector<ConnectionKey>& wanted) {
+transport::RecvConnection* Comm::recvConnection(int peer, ConnectionKey key) {
+  const size_t id = static_cast<size_t>(key.wireId());
+  if (peer < 0 || peer >= nranks_ || id >= recvTable_.size() || recvTable_[id].empty())
+    return nullptr;
+  return recvTable_[id][peer];
+}
+
+void Comm::connect(const std::vector<LinkRequest>& wanted) {
   // Several operations of a group may want the same connection: ask for each once, in a
   // stable order (both ends of a pair sort the same way).
-  std::set<ConnectionKey> missing;
-  for (const ConnectionKey& k : wanted) {
+  std::set<LinkRequest> missing;
+  for (const LinkRequest& k : wanted) {
     bool have = k.send ? sends_.count(k) > 0 : recvs_.count(k) > 0;
     if (!have) missing.insert(k);
   }
   if (missing.empty()) return;
   std::vector<transport::ConnectionRequest> requests;
-  for (const ConnectionKey& k : missing)
+  for (const LinkRequest& k : missing)
     requests.push_back(transport::ConnectionRequest{
-        k.peer, k.channel, k.send,
-        k.channel >= kLLChannelOffset ? transport::Protocol::kLL : transport::Protocol::kSimple,
-        isRingChannel(k.channel) ? plannerState_->slotBytes() : plannerState_->p2pSlotBytes()});
+        k.peer, k.key.wireId(), k.send, k.key.protocol,
+        k.key.ringBuffers() ? plannerState_->slotBytes() : plannerState_->p2pSlotBytes()});
   std::lock_guard<std::mutex> lock(opMutex_);
   ScopedLogContext context(describe());
   transport::Connections made = transport::connectAll(*this, requests, 0);
   size_t si = 0, ri = 0;
-  for (const transport::ConnectionRequest& r : requests) {
-    ConnectionKey key{r.peer, r.channel, r.send};
-    if (r.send) {
-      sends_[key] = std::move(made.sends[si++]);
-      tableRow(sendTable_, r.channel)[r.peer] = sends_[key].get();
+  for (const LinkRequest& k : missing) {
+    if (k.send) {
+      sends_[k] = std::move(made.sends[si++]);
+      tableRow(sendTable_, k.key)[k.peer] = sends_[k].get();
     } else {
-      recvs_[key] = std::move(made.recvs[ri++]);
-      tableRow(recvTable_, r.channel)[r.peer] = recvs_[key].get();
+      recvs_[k] = std::move(made.recvs[ri++]);
+      tableRow(recvTable_, k.key)[k.peer] = recvs_[k].get();
     }
   }
 }

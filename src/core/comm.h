@@ -16,8 +16,10 @@
 
 #include "loom/loom.h"
 #include "src/core/bootstrap.h"
+#include "src/core/connection_key.h"
 #include "src/core/unique_id.h"
 #include "src/topo/system.h"
+#include "transports/peers.h"
 #include "transports/transport.h"
 
 // The C API's opaque handle type; every Comm is one.
@@ -38,20 +40,12 @@ struct CommOptions {
 // checking its size, magic and version and every field. Throws InvalidArgument.
 CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent);
 
-// What each rank tells the others at init; later subsystems append their fields.
-struct RankInfo {
-  uint64_t hostHash = 0;
-  int32_t rank = -1;
-  int32_t device = LOOM_DEVICE_CPU;
-  int32_t pid = 0;
-  int32_t version = 0;
-};
-
 class PlannerState;
 class PullPolicy;
 struct ExchangeNowPlan;
 
-class Comm : public loomComm {
+// final: the Peers calls below are direct calls wherever the type is known (the data path).
+class Comm final : public loomComm, public transport::Peers {
  public:
   Comm(CommOptions options, int rank, int nranks);
   ~Comm();
@@ -71,11 +65,17 @@ class Comm : public loomComm {
   // Releases resources; aborts first if a background init is still running.
   void destroy();
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
   int device() const { return options_.device; }
   const CommOptions& options() const { return options_; }
   const std::vector<RankInfo>& rankInfos() const { return rankInfos_; }
+  // ---- What transports ask while they set up connections (transports/peers.h) ----
+  const RankInfo& rankInfo(int rank) const override;
+  void sendBlob(int peer, uint32_t tag, const void* data, size_t size) override;
+  void recvBlob(int peer, uint32_t tag, void* data, size_t size) override;
+  Socket connectData(int peer, uint32_t tag) override;
+  Socket acceptData(int peer, uint32_t tag) override;
   // The bootstrap network, for transport setup. Callers hold the communicator's operation.
   Bootstrap& bootstrap() { return *bootstrap_; }
 
@@ -88,20 +88,10 @@ class Comm : public loomComm {
   const PlannerState& plannerState() const { return *plannerState_; }
   // Connections are made on first use, batch by batch (connectAll), and kept for the
   // communicator's life. nullptr when not connected yet.
-  transport::SendConnection* sendConnection(int peer, int channel);
-  transport::RecvConnection* recvConnection(int peer, int channel);
-  // Connects the missing ones of `wanted` (peer, channel, send?) with their peers.
-  struct ConnectionKey {
-    int peer;
-    int channel;
-    bool send;
-    bool operator<(const ConnectionKey& o) const {
-      return peer != o.peer         ? peer < o.peer
-             : channel != o.channel ? channel < o.channel
-                                    : send < o.send;
-    }
-  };
-  void connect(const std::vector<ConnectionKey>& wanted);
+  transport::SendConnection* sendConnection(int peer, ConnectionKey key);
+  transport::RecvConnection* recvConnection(int peer, ConnectionKey key);
+  // Connects the missing ones of `wanted` with their peers.
+  void connect(const std::vector<LinkRequest>& wanted);
   // Held while operations of this communicator move data (one executor at a time).
   std::mutex& executionMutex() { return executionMutex_; }
   AbortFlag abortFlag() const { return &abort_; }
@@ -167,15 +157,15 @@ class Comm : public loomComm {
   std::unique_ptr<ExchangeNowPlan> exchangeNowPlan_;
   int ringPosition_ = 0;
   int channels_ = 1;
-  std::map<ConnectionKey, std::unique_ptr<transport::SendConnection>> sends_;
-  std::map<ConnectionKey, std::unique_ptr<transport::RecvConnection>> recvs_;
-  // sends_ and recvs_ indexed [channel][peer] (a row is empty until a connection on its
-  // channel is made): every call looks its connections up, a map walk each cost more.
+  std::map<LinkRequest, std::unique_ptr<transport::SendConnection>> sends_;
+  std::map<LinkRequest, std::unique_ptr<transport::RecvConnection>> recvs_;
+  // sends_ and recvs_ indexed [wire id][peer] (a row is empty until a connection with its key
+  // is made): every call looks its connections up, a map walk each cost more.
   std::vector<std::vector<transport::SendConnection*>> sendTable_;
   std::vector<std::vector<transport::RecvConnection*>> recvTable_;
   template <typename T>
-  std::vector<T*>& tableRow(std::vector<std::vector<T*>>& table, int channel) {
-    const size_t ch = static_cast<size_t>(channel);
+  std::vector<T*>& tableRow(std::vector<std::vector<T*>>& table, ConnectionKey key) {
+    const size_t ch = static_cast<size_t>(key.wireId());
     if (table.size() <= ch) table.resize(ch + 1);
     if (table[ch].empty()) table[ch].assign(static_cast<size_t>(nranks_), nullptr);
     return table[ch];

@@ -12,6 +12,7 @@
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
+#include "src/kernels/step_operands.h"
 
 namespace loom {
 namespace {
@@ -61,13 +62,11 @@ class ExchangeNow {
           [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/false); },
           [&] { return strCat(label.str(), ": a free slot toward rank ", lane.out.sendPeer[k]); });
     }
-    ReduceCopyArgs args;
-    args.count = lane.slice.count;
-    args.scalar = op_.scalar;
-    args.src[args.nsrc++] = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
-    args.preOpOnSource = 1;
-    for (int k = 0; k < lane.out.nsend; ++k) args.dst[args.ndst++] = slots[k];
-    reduceCopy(op_.type, op_.reduce, args);
+    StepBuffers buffers;
+    buffers.input = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
+    buffers.slots = slots;
+    buffers.nslots = lane.out.nsend;
+    reduceCopyStep(algo::Prim::kSend, /*final=*/false, buffers, lane.slice.count);
     const size_t bytes = lane.slice.count * elem_;
     for (int k = 0; k < lane.out.nsend; ++k) lane.out.send[k]->post(bytes, signature_);
   }
@@ -85,21 +84,23 @@ class ExchangeNow {
                 [&] { return strCat(label.str(), ": data from rank ", lane.in.recvPeer[k]); });
       checkReceived(label, op_, lane.in.recvPeer[k], tag, signature_, got, bytes);
     }
-    ReduceCopyArgs args;
-    args.count = lane.slice.count;
-    args.scalar = op_.scalar;
-    args.postOp = true;  // the fold's step is final
-    const int me = comm_->rank();
-    for (int k = 0; k <= lane.in.nrecv; ++k) {
-      if (k == me) {
-        args.preOpOnSource |= 1u << args.nsrc;
-        args.src[args.nsrc++] = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
-      }
-      if (k < lane.in.nrecv) args.src[args.nsrc++] = received[k];
-    }
-    args.dst[args.ndst++] = static_cast<char*>(op_.recvbuff) + lane.slice.offset * elem_;
-    reduceCopy(op_.type, op_.reduce, args);
+    StepBuffers buffers;
+    buffers.input = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
+    buffers.inputPosition = comm_->rank();
+    buffers.received = received;
+    buffers.nrecv = lane.in.nrecv;
+    buffers.output = static_cast<char*>(op_.recvbuff) + lane.slice.offset * elem_;
+    reduceCopyStep(algo::Prim::kRecvReduceCopy, /*final=*/true, buffers, lane.slice.count);
     for (int k = 0; k < lane.in.nrecv; ++k) lane.in.recv[k]->release();
+  }
+
+  // The step's reduceCopy, as the planner's tasks do it (step_operands.h).
+  void reduceCopyStep(algo::Prim prim, bool final, const StepBuffers& buffers, size_t count) {
+    ReduceCopyArgs args;
+    stepOperands(prim, final, buffers, args);
+    args.count = count;
+    args.scalar = op_.scalar;
+    reduceCopy(op_.type, op_.reduce, args);
   }
 
   // Polls `ready`, pumping every connection of the call (TCP moves data only then), and

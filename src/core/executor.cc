@@ -14,7 +14,6 @@
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
 #include "src/core/pull_policy.h"
-#include "src/core/schedules.h"
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
 
@@ -33,7 +32,7 @@ struct Overlap {
 struct Scratch {
   std::vector<Comm*> comms;
   std::vector<std::unique_lock<std::mutex>> locks;
-  std::vector<Comm::ConnectionKey> wanted;
+  std::vector<LinkRequest> wanted;
   std::vector<std::unique_ptr<PrimTask>> tasks;
   // (connection, task index) for every link of every task, sorted: neighbours are the order in
   // which tasks use a connection.
@@ -136,7 +135,7 @@ void connectAll(std::vector<CollOp>& ops, Scratch& scratch) {
     scratch.comms.front()->connect(scratch.wanted);
     return;
   }
-  std::map<Comm*, std::vector<Comm::ConnectionKey>> wanted;
+  std::map<Comm*, std::vector<LinkRequest>> wanted;
   for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(wanted.size());
@@ -269,8 +268,8 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     planSelfCopies(ops, selfCopies);
     for (const CollOp& copy : selfCopies) {
       tasks.push_back(std::make_unique<PrimTask>(
-          copy, pipeSteps(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false), TaskLinks{},
-          TaskLabel{"copy to self"}));
+          copy, algo::pipeProgram(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false),
+          TaskLinks{}, TaskLabel{"copy to self"}));
     }
   }
   orderByConnection(scratch);

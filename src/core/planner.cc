@@ -7,14 +7,14 @@
 #include "algorithms/doubling.h"
 #include "algorithms/hierarchical.h"
 #include "algorithms/tree.h"
+#include "algorithms/walker.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/planner_state.h"
-#include "src/core/schedules.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/tune/comm_topology.h"
 #include "src/tune/cost_model.h"
-#include "transports/shm/ll_connection.h"
+#include "transports/registry.h"
 #include "transports/slot_ring.h"
 
 namespace loom {
@@ -30,9 +30,13 @@ size_t chunkElements(size_t slotBytes, size_t elemSize, size_t align) {
   return std::max(align, chunk / align * align);
 }
 
-int treeChannel(int tree, int channel) { return kTreeChannelBase + 16 * tree + channel; }
-int hierIntraChannel(int channel) { return kHierIntraChannelBase + channel; }
-int hierInterChannel(int channel) { return kHierInterChannelBase + channel; }
+ConnectionKey keyOf(LinkPurpose purpose, int channel, const CollOp& op) {
+  return ConnectionKey{purpose, static_cast<uint8_t>(channel), op.protocol};
+}
+ConnectionKey ringKey(int channel, const CollOp& op) {
+  return keyOf(LinkPurpose::kRing, channel, op);
+}
+ConnectionKey p2pKey(const CollOp& op) { return keyOf(LinkPurpose::kP2p, 0, op); }
 
 // This rank's place in hierarchical AllReduce: its node's chain, and the ring of the ranks at
 // the same local position on every node.
@@ -75,11 +79,6 @@ DoublingPeers doublingPeers(int nranks, int rank) {
   return p;
 }
 
-// Every connection id of `op` is shifted when it uses LL.
-int protocolOffset(const CollOp& op) {
-  return op.protocol == transport::Protocol::kLL ? kLLChannelOffset : 0;
-}
-
 }  // namespace
 
 const char* algorithmName(Algorithm a) {
@@ -111,19 +110,17 @@ void choosePlan(CollOp& op) {
   op.streamStores = state.streamsStores(bytes);
 }
 
-void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) {
+void wantedConnections(const CollOp& op, std::vector<LinkRequest>& out) {
   Comm& c = *op.comm;
   const int n = c.nranks(), me = c.rank();
   if (n == 1) return;
-  const int off = protocolOffset(op);
-  const size_t first = out.size();
   switch (op.algorithm) {
     case Algorithm::kExchange:
       if (n > 2) {  // every peer, point-to-point connections (two ranks: the ring's)
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
-          out.push_back({p, kP2pChannel, true});
-          out.push_back({p, kP2pChannel, false});
+          out.push_back({p, p2pKey(op), true});
+          out.push_back({p, p2pKey(op), false});
         }
         break;
       }
@@ -133,16 +130,16 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
       const auto& order = c.ringOrder();
       int next = order[(c.ringPosition() + 1) % n], prev = order[(c.ringPosition() + n - 1) % n];
       for (int ch = 0; ch < c.channels(); ++ch) {
-        out.push_back({next, ch, true});
-        out.push_back({prev, ch, false});
+        out.push_back({next, ringKey(ch, op), true});
+        out.push_back({prev, ringKey(ch, op), false});
       }
       break;
     }
     case Algorithm::kDoubling: {
       const DoublingPeers peers = doublingPeers(n, me);
       for (int i = 0; i < peers.count; ++i) {
-        out.push_back({peers.peer[i], kP2pChannel, true});
-        out.push_back({peers.peer[i], kP2pChannel, false});
+        out.push_back({peers.peer[i], p2pKey(op), true});
+        out.push_back({peers.peer[i], p2pKey(op), false});
       }
       break;
     }
@@ -153,13 +150,13 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
         for (int ch = 0; ch < c.channels(); ++ch) {
           // Up: receive from children, send to the parent; down: the reverse.
           if (links.parent >= 0) {
-            out.push_back({links.parent, treeChannel(t, ch), true});
-            out.push_back({links.parent, treeChannel(t, ch), false});
+            out.push_back({links.parent, treeKey(t, ch, op.protocol), true});
+            out.push_back({links.parent, treeKey(t, ch, op.protocol), false});
           }
           for (int child : links.child) {
             if (child < 0) continue;
-            out.push_back({child, treeChannel(t, ch), true});
-            out.push_back({child, treeChannel(t, ch), false});
+            out.push_back({child, treeKey(t, ch, op.protocol), true});
+            out.push_back({child, treeKey(t, ch, op.protocol), false});
           }
         }
       }
@@ -168,26 +165,25 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
     case Algorithm::kHier: {
       const HierPlace h = hierPlace(c);
       for (int ch = 0; ch < c.channels(); ++ch) {
-        out.push_back({h.intraNext, hierIntraChannel(ch), true});
-        out.push_back({h.intraPrev, hierIntraChannel(ch), false});
-        out.push_back({h.interNext, hierInterChannel(ch), true});
-        out.push_back({h.interPrev, hierInterChannel(ch), false});
+        out.push_back({h.intraNext, keyOf(LinkPurpose::kHierIntra, ch, op), true});
+        out.push_back({h.intraPrev, keyOf(LinkPurpose::kHierIntra, ch, op), false});
+        out.push_back({h.interNext, keyOf(LinkPurpose::kHierInter, ch, op), true});
+        out.push_back({h.interPrev, keyOf(LinkPurpose::kHierInter, ch, op), false});
       }
       break;
     }
     case Algorithm::kDirect:
-      if (op.kind == CollKind::kSend && op.peer != me) out.push_back({op.peer, kP2pChannel, true});
-      if (op.kind == CollKind::kRecv && op.peer != me) out.push_back({op.peer, kP2pChannel, false});
+      if (op.kind == CollKind::kSend && op.peer != me) out.push_back({op.peer, p2pKey(op), true});
+      if (op.kind == CollKind::kRecv && op.peer != me) out.push_back({op.peer, p2pKey(op), false});
       if (op.kind == CollKind::kAlltoAll) {
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
-          out.push_back({p, kP2pChannel, true});
-          out.push_back({p, kP2pChannel, false});
+          out.push_back({p, p2pKey(op), true});
+          out.push_back({p, p2pKey(op), false});
         }
       }
       break;
   }
-  for (size_t i = first; i < out.size(); ++i) out[i].channel += off;
 }
 
 namespace {
@@ -195,16 +191,22 @@ namespace {
 struct Planner {
   const CollOp& op;
   Comm& c;
-  std::vector<std::unique_ptr<PrimTask>>& tasks;
+  Plan& plan;
   TaskLabel name;  // the operation's name and number; tasks add their part
   size_t elem, align;
-  int off;  // protocolOffset(op)
 
-  PrimTask* add(std::unique_ptr<StepSource> steps, const TaskLinks& links, const TaskLabel& label,
-                const PrimTask* gate = nullptr) {
-    tasks.push_back(std::make_unique<PrimTask>(op, std::move(steps), links, label, gate));
-    return tasks.back().get();
+  // Appends a task; returns its index in the plan (what a later task's gate names).
+  int add(const algo::StepProgram& program, const PlanLinks& links, const TaskLabel& label,
+          int gate = -1, TaskInput input = {}) {
+    TaskPlan& t = plan.tasks.emplace_back();
+    t.program = program;
+    t.links = links;
+    t.label = label;
+    t.gate = gate;
+    t.input = input;
+    return static_cast<int>(plan.tasks.size()) - 1;
   }
+  TaskPlan& task(int index) { return plan.tasks[static_cast<size_t>(index)]; }
   TaskLabel toRank(int peer) const {
     TaskLabel l = name;
     l.toRank = peer;
@@ -220,19 +222,23 @@ struct Planner {
     l.part = "local block";
     return l;
   }
-  TaskLinks ringLinks(int sendTo, int recvFrom, int channel) {
-    TaskLinks l;
-    if (sendTo >= 0) l.addSend(c.sendConnection(sendTo, channel + off), sendTo);
-    if (recvFrom >= 0) l.addRecv(c.recvConnection(recvFrom, channel + off), recvFrom);
+  static PlanLinks links(int sendTo, int recvFrom, ConnectionKey key) {
+    PlanLinks l;
+    l.key = key;
+    if (sendTo >= 0) l.addSend(sendTo);
+    if (recvFrom >= 0) l.addRecv(recvFrom);
     return l;
   }
+  PlanLinks ringLinks(int sendTo, int recvFrom, int channel) const {
+    return links(sendTo, recvFrom, ringKey(channel, op));
+  }
+  PlanLinks p2pLinks(int sendTo, int recvFrom) const { return links(sendTo, recvFrom, p2pKey(op)); }
   // Every rank of a ring or tree must cut the data into the same pieces, but its links may be
   // of different transports (shared memory inside a node, TCP between nodes) with different
   // slot sizes: pieces are capped at the smallest slot any transport uses for the protocol.
   size_t commonSlotBytes() const {
     const size_t env = c.plannerState().slotBytes();
-    return op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes)
-                                                   : env;
+    return std::min(env, transport::commonSlotBytes(op.protocol));
   }
   size_t chunkFor(transport::SendConnection* conn) {
     if (conn == nullptr) return chunkElements(kLocalChunkBytes, elem, align);
@@ -241,35 +247,38 @@ struct Planner {
 
   void ring(Algorithm algorithm) {
     const int n = c.nranks(), me = c.rank();
-    RingPlace place{c.ringOrder().data(), n, me, c.ringPosition()};
-    const int next = n > 1 ? c.ringOrder()[(place.pos + 1) % n] : -1;
-    const int prev = n > 1 ? c.ringOrder()[(place.pos + n - 1) % n] : -1;
+    const int* order = c.ringOrder().data();
+    const int pos = c.ringPosition();
+    const int next = n > 1 ? order[(pos + 1) % n] : -1;
+    const int prev = n > 1 ? order[(pos + n - 1) % n] : -1;
     for (int ch = 0; ch < c.channels(); ++ch) {
-      const size_t chunk = chunkFor(n > 1 ? c.sendConnection(next, ch + off) : nullptr);
+      const size_t chunk = chunkFor(n > 1 ? c.sendConnection(next, ringKey(ch, op)) : nullptr);
       TaskLabel label = name;
       label.algo = algorithmName(algorithm);
       label.channel = ch;
       algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
       switch (op.kind) {
         case CollKind::kAllReduce:
-          add(ringAllReduceSteps(place, slice, chunk, align), ringLinks(next, prev, ch), label);
+          add(algo::ringAllReduceProgram(n, pos, slice, chunk, align), ringLinks(next, prev, ch),
+              label);
           break;
         case CollKind::kAllGather: {
           bool inPlace = static_cast<const char*>(op.sendbuff) ==
                          static_cast<const char*>(op.recvbuff) + me * op.count * elem;
-          add(ringAllGatherSteps(place, op.count, slice, chunk, inPlace), ringLinks(next, prev, ch),
-              label);
+          add(algo::ringBlocksProgram(true, order, n, pos, op.count, slice, chunk, inPlace),
+              ringLinks(next, prev, ch), label);
           break;
         }
         case CollKind::kReduceScatter:
-          add(ringReduceScatterSteps(place, op.count, slice, chunk), ringLinks(next, prev, ch),
-              label);
+          add(algo::ringBlocksProgram(false, order, n, pos, op.count, slice, chunk, false),
+              ringLinks(next, prev, ch), label);
           break;
         default: {
           auto coll = op.kind == CollKind::kBroadcast ? algo::ChainColl::kBroadcast
                                                       : algo::ChainColl::kReduce;
-          algo::ChainPeers peers = algo::chainPeers(coll, place.order, n, op.root, me);
-          add(chainSteps(coll, place, op.root, slice, chunk, op.sendbuff == op.recvbuff),
+          algo::ChainPeers peers = algo::chainPeers(coll, order, n, op.root, me);
+          add(algo::chainProgram(coll, order, n, op.root, me, slice, chunk,
+                                 op.sendbuff == op.recvbuff),
               ringLinks(peers.sendTo, peers.recvFrom, ch), label);
         }
       }
@@ -284,18 +293,22 @@ struct Planner {
   // more use the point-to-point connections, one channel.
   void exchange() {
     for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
-      TaskLinks out, in;
+      TaskLinks outLinks, inLinks;
       size_t chunk = 0;
-      LOOM_ENFORCE(exchangeLinks(op, ch, out, in, chunk), InternalError,
+      LOOM_ENFORCE(exchangeLinks(op, ch, outLinks, inLinks, chunk), InternalError,
                    "exchange AllReduce planned before its connections were made");
+      PlanLinks out, in;
+      out.key = in.key = exchangeKey(op, ch);
+      for (int k = 0; k < outLinks.nsend; ++k) out.addSend(outLinks.sendPeer[k]);
+      for (int k = 0; k < inLinks.nrecv; ++k) in.addRecv(inLinks.recvPeer[k]);
       const algo::Range slice = exchangeSlice(op, ch);
-      PrimTask* send =
-          add(pipeSteps(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false), out,
-              exchangeLabel(op, name.number, ch, "send"));
-      PrimTask* fold = add(
-          pipeSteps(Prim::kRecvReduceCopy, slice.offset, slice.offset, slice.count, chunk, true),
-          in, exchangeLabel(op, name.number, ch, "fold"));
-      linkExchangeTasks(op, *send, *fold);
+      const int send =
+          add(algo::pipeProgram(Prim::kSend, slice.offset, slice.offset, slice.count, chunk, false),
+              out, exchangeLabel(op, name.number, ch, "send"));
+      const int fold = add(algo::pipeProgram(Prim::kRecvReduceCopy, slice.offset, slice.offset,
+                                             slice.count, chunk, true),
+                           in, exchangeLabel(op, name.number, ch, "fold"));
+      linkExchangeTasks(op, task(send), task(fold), send);
     }
   }
 
@@ -312,13 +325,13 @@ struct Planner {
     // point-to-point connection has the same slots, so all ranks agree).
     size_t chunk = SIZE_MAX;
     for (int i = 0; i < peers.count; ++i) {
-      transport::SendConnection* conn = c.sendConnection(peers.peer[i], kP2pChannel + off);
+      transport::SendConnection* conn = c.sendConnection(peers.peer[i], p2pKey(op));
       LOOM_ENFORCE(conn != nullptr, InternalError,
                    "doubling AllReduce planned before its connections were made");
       chunk = std::min(chunk, chunkFor(conn));
     }
     auto steps = [&](Prim prim, bool final) {
-      return pipeSteps(prim, 0, 0, op.count, chunk, final);
+      return algo::pipeProgram(prim, 0, 0, op.count, chunk, final);
     };
     auto label = [&](const char* part, int to, int from) {
       TaskLabel l = name;
@@ -330,43 +343,38 @@ struct Planner {
     };
     const int x = d.extraPeer;
     if (d.extra) {
-      add(steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel), label("input", x, -1));
-      add(steps(Prim::kRecv, false), ringLinks(-1, x, kP2pChannel), label("result", -1, x));
+      add(steps(Prim::kSend, false), p2pLinks(x, -1), label("input", x, -1));
+      add(steps(Prim::kRecv, false), p2pLinks(-1, x), label("result", -1, x));
       return;
     }
-    CollOp partial = op;  // reads what the previous fold wrote
-    partial.sendbuff = op.recvbuff;
-    partial.inputHasPreOp = true;
-    const PrimTask* last = nullptr;  // the fold that wrote the output last
+    const TaskInput partial{.fromOutput = true};  // reads what the previous fold wrote
+    int last = -1;                                // the fold that wrote the output last
     if (x >= 0) {
-      PrimTask* fold = add(steps(Prim::kRecvReduceCopy, false), ringLinks(-1, x, kP2pChannel),
-                           label("fold", -1, x));
-      fold->setInputPosition(0);  // this rank's first: it is the lower one
-      last = fold;
+      last = add(steps(Prim::kRecvReduceCopy, false), p2pLinks(-1, x), label("fold", -1, x));
+      task(last).inputPosition = 0;  // this rank's first: it is the lower one
     }
     for (int k = 0; k < d.rounds; ++k) {
       const int partner = algo::doublingPartner(me, k);
       const bool final = k + 1 == d.rounds;
-      const TaskLinks out = ringLinks(partner, -1, kP2pChannel);
-      const TaskLinks in = ringLinks(-1, partner, kP2pChannel);
-      PrimTask *send, *fold;
-      if (last != nullptr) {
-        send = addOwned(partial, steps(Prim::kSend, false), out, label("send", partner, -1), last);
-        fold = addOwned(partial, steps(Prim::kRecvReduceCopy, final), in,
-                        label("fold", -1, partner), send);
+      const PlanLinks out = p2pLinks(partner, -1);
+      const PlanLinks in = p2pLinks(-1, partner);
+      int send = -1, fold = -1;
+      if (last >= 0) {
+        send = add(steps(Prim::kSend, false), out, label("send", partner, -1), last, partial);
+        fold =
+            add(steps(Prim::kRecvReduceCopy, final), in, label("fold", -1, partner), send, partial);
       } else {
         const bool inPlace = op.sendbuff == op.recvbuff;
         send = add(steps(Prim::kSend, false), out, label("send", partner, -1));
         fold = add(steps(Prim::kRecvReduceCopy, final), in, label("fold", -1, partner),
-                   inPlace ? send : nullptr);
+                   inPlace ? send : -1);
       }
-      if (last != nullptr || op.sendbuff == op.recvbuff) send->setCopyInput();
-      fold->setInputPosition(me < partner ? 0 : 1);  // the lower rank's vector first
+      if (last >= 0 || op.sendbuff == op.recvbuff) task(send).copyInput = true;
+      task(fold).inputPosition = me < partner ? 0 : 1;  // the lower rank's vector first
       last = fold;
     }
     if (x >= 0)
-      addOwned(partial, steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel),
-               label("result", x, -1), last);
+      add(steps(Prim::kSend, false), p2pLinks(x, -1), label("result", x, -1), last, partial);
   }
 
   // Double binary tree: each tree reduces up and broadcasts down one half of the data.
@@ -378,21 +386,20 @@ struct Planner {
       algo::TreePrims prims = algo::treeAllReducePrims(links, op.sendbuff == op.recvbuff);
       algo::Range half = algo::treeAllReduceHalf(op.count, t, align);
       for (int ch = 0; ch < c.channels(); ++ch) {
-        const int id = treeChannel(t, ch) + off;
-        TaskLinks up, down;
+        const ConnectionKey id = treeKey(t, ch, op.protocol);
+        PlanLinks up, down;
+        up.key = down.key = id;
         if (links.parent >= 0) {
-          up.addSend(c.sendConnection(links.parent, id), links.parent);
-          down.addRecv(c.recvConnection(links.parent, id), links.parent);
+          up.addSend(links.parent);
+          down.addRecv(links.parent);
         }
         for (int child : links.child) {
           if (child < 0) continue;
-          up.addRecv(c.recvConnection(child, id), child);
-          down.addSend(c.sendConnection(child, id), child);
+          up.addRecv(child);
+          down.addSend(child);
         }
-        transport::SendConnection* any = up.nsend > 0     ? up.send[0]
-                                         : down.nsend > 0 ? down.send[0]
-                                                          : nullptr;
-        const size_t chunk = chunkFor(any);
+        const int anyPeer = up.nsend > 0 ? up.sendPeer[0] : down.nsend > 0 ? down.sendPeer[0] : -1;
+        const size_t chunk = chunkFor(anyPeer >= 0 ? c.sendConnection(anyPeer, id) : nullptr);
         algo::Range slice = algo::splitEven(half, c.channels(), ch, align);
         TaskLabel label = name;
         label.algo = "tree";
@@ -401,26 +408,11 @@ struct Planner {
         TaskLabel upLabel = label, downLabel = label;
         upLabel.part = "up";
         downLabel.part = "down";
-        Prim upPrim = prims.up == Prim::kNone ? Prim::kCopy : prims.up;
-        bool upFinal = upPrim == Prim::kRecvReduceCopy || upPrim == Prim::kCopy;
-        PrimTask* upTask =
-            add(pipeSteps(upPrim, slice.offset, slice.offset, slice.count, chunk, upFinal), up,
-                upLabel);
-        if (prims.down != Prim::kNone) {
-          add(pipeSteps(prims.down, slice.offset, slice.offset, slice.count, chunk, false), down,
-              downLabel, upTask);
-        }
+        const algo::TreePrograms programs = algo::treeAllReducePrograms(prims, slice, chunk);
+        const int upTask = add(programs.up, up, upLabel);
+        if (prims.down != Prim::kNone) add(programs.down, down, downLabel, upTask);
       }
     }
-  }
-
-  // A task on a variant of `op` (owned by its step source, see OpOwningSteps).
-  PrimTask* addOwned(const CollOp& variant, std::unique_ptr<StepSource> steps,
-                     const TaskLinks& links, const TaskLabel& label, const PrimTask* gate) {
-    auto owning = std::make_unique<OpOwningSteps>(variant, std::move(steps));
-    const CollOp& owned = owning->op();
-    tasks.push_back(std::make_unique<PrimTask>(owned, std::move(owning), links, label, gate));
-    return tasks.back().get();
   }
 
   // Hierarchical AllReduce (algorithms/hierarchical.h), per channel three tasks: reduce-scatter
@@ -430,18 +422,15 @@ struct Planner {
     const HierPlace h = hierPlace(c);
     const int L = h.localRanks;
     // Phases 2 and 3 read the partial results from the output. The pre-op (PreMulSum's
-    // multiply) was applied to the inputs in phase 1 (inputHasPreOp); phase 2 applies the
+    // multiply) was applied to the inputs in phase 1 (TaskInput::fromOutput); phase 2 applies the
     // post-op (SumPostDiv) on its final steps; phase 3 only copies.
-    CollOp net = op;
-    net.sendbuff = op.recvbuff;
-    net.inputHasPreOp = true;
-    CollOp gather = net;
-    gather.kind = CollKind::kAllGather;
-    gather.reduce = ReduceOpKind::kSum;
+    const TaskInput net{.fromOutput = true};
+    const TaskInput gather{.fromOutput = true, .copiesOnly = true};
     for (int ch = 0; ch < c.channels(); ++ch) {
-      const int intra = hierIntraChannel(ch), inter = hierInterChannel(ch);
-      const size_t localChunk = chunkFor(c.sendConnection(h.intraNext, intra + off));
-      const size_t netChunk = chunkFor(c.sendConnection(h.interNext, inter + off));
+      const ConnectionKey intra = keyOf(LinkPurpose::kHierIntra, ch, op);
+      const ConnectionKey inter = keyOf(LinkPurpose::kHierInter, ch, op);
+      const size_t localChunk = chunkFor(c.sendConnection(h.intraNext, intra));
+      const size_t netChunk = chunkFor(c.sendConnection(h.interNext, inter));
       TaskLabel label = name;
       label.algo = "hier";
       label.channel = ch;
@@ -451,65 +440,67 @@ struct Planner {
         return l;
       };
       auto local = [&](bool isGather) {
-        return hierLocalSteps(isGather, L, h.pos, op.count, c.channels(), ch, localChunk, align);
+        return algo::hierLocalProgram(isGather, L, h.pos, op.count, c.channels(), ch, localChunk,
+                                      align);
       };
       const algo::Range block = algo::hierSlice(op.count, L, h.pos, c.channels(), ch, align);
       // The inter-node ring's order is never read by the AllReduce walk (positions only).
-      const RingPlace ring{nullptr, h.nodes, c.rank(), h.node};
-      auto netSteps = [&] { return ringAllReduceSteps(ring, block, netChunk, align); };
+      const algo::StepProgram netSteps =
+          algo::ringAllReduceProgram(h.nodes, h.node, block, netChunk, align);
 
-      PrimTask* scatter = add(local(false), ringLinks(h.intraNext, h.intraPrev, intra),
-                              part("local reduce-scatter"));
-      const size_t scatterSteps = countSteps(*local(false));
-      PrimTask* across =
-          addOwned(net, afterSteps(scatterSteps, netSteps()),
-                   ringLinks(h.interNext, h.interPrev, inter), part("across nodes"), scatter);
+      const int scatter =
+          add(local(false), links(h.intraNext, h.intraPrev, intra), part("local reduce-scatter"));
+      const size_t scatterSteps = algo::stepCount(local(false));
+      const int across =
+          add(algo::afterSteps(scatterSteps, netSteps), links(h.interNext, h.interPrev, inter),
+              part("across nodes"), scatter, net);
       const size_t acrossSteps =
-          (scatterSteps > 0 ? scatterSteps - 1 : 0) + countSteps(*netSteps());
-      addOwned(gather, afterSteps(acrossSteps, local(true)),
-               ringLinks(h.intraNext, h.intraPrev, intra), part("local all-gather"), across);
+          (scatterSteps > 0 ? scatterSteps - 1 : 0) + algo::stepCount(netSteps);
+      add(algo::afterSteps(acrossSteps, local(true)), links(h.intraNext, h.intraPrev, intra),
+          part("local all-gather"), across, gather);
     }
   }
 
   void direct(size_t p2pChunkBytes) {
     const int n = c.nranks(), me = c.rank();
     const size_t chunk = chunkElements(p2pChunkBytes, elem, align);
-    TaskLinks none;
+    const PlanLinks none;
     if (op.kind == CollKind::kSend) {
-      add(pipeSteps(Prim::kSend, 0, 0, op.count, chunk, false), ringLinks(op.peer, -1, kP2pChannel),
+      add(algo::pipeProgram(Prim::kSend, 0, 0, op.count, chunk, false), p2pLinks(op.peer, -1),
           toRank(op.peer));
     } else if (op.kind == CollKind::kRecv) {
-      add(pipeSteps(Prim::kRecv, 0, 0, op.count, chunk, false), ringLinks(-1, op.peer, kP2pChannel),
+      add(algo::pipeProgram(Prim::kRecv, 0, 0, op.count, chunk, false), p2pLinks(-1, op.peer),
           fromRank(op.peer));
     } else if (op.sendbuff != op.recvbuff) {
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) {
-          add(pipeSteps(Prim::kCopy, st.sendOffset, st.recvOffset, st.count, chunk, false), none,
-              localBlock());
+          add(algo::pipeProgram(Prim::kCopy, st.sendOffset, st.recvOffset, st.count, chunk, false),
+              none, localBlock());
           continue;
         }
-        add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
-            ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
-        add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
-            ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer));
+        add(algo::pipeProgram(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
+            p2pLinks(st.sendPeer, -1), toRank(st.sendPeer));
+        add(algo::pipeProgram(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
+            p2pLinks(-1, st.recvPeer), fromRank(st.recvPeer));
       }
     } else {
       // In place: the block from rank p lands where the block for rank p is read from, so the
       // receive from p is gated on the send to p (step i overwrites only what the send's step
       // i copied out; PrimTask never posts such input by address, see directInput_).
-      std::vector<PrimTask*> sendTo(static_cast<size_t>(n), nullptr);
+      std::vector<int> sendTo(static_cast<size_t>(n), -1);
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) continue;  // the own block stays where it is
-        sendTo[st.sendPeer] = add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
-                                  ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
+        sendTo[st.sendPeer] =
+            add(algo::pipeProgram(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
+                p2pLinks(st.sendPeer, -1), toRank(st.sendPeer));
       }
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) continue;
-        add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
-            ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer), sendTo[st.recvPeer]);
+        add(algo::pipeProgram(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
+            p2pLinks(-1, st.recvPeer), fromRank(st.recvPeer), sendTo[st.recvPeer]);
       }
     }
   }
@@ -517,16 +508,12 @@ struct Planner {
 
 }  // namespace
 
-void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks) {
+void buildPlan(const CollOp& op, uint64_t number, Plan& plan) {
   Comm& c = *op.comm;
   const size_t elem = dataTypeSize(op.type);
-  Planner p{op,
-            c,
-            tasks,
-            TaskLabel{collName(op.kind), number},
-            elem,
-            std::max<size_t>(1, 64 / elem),
-            protocolOffset(op)};
+  plan.tasks.clear();
+  Planner p{
+      op, c, plan, TaskLabel{collName(op.kind), number}, elem, std::max<size_t>(1, 64 / elem)};
   Algorithm a = op.algorithm;
   if (a == Algorithm::kTree) {
     p.tree();
@@ -540,8 +527,8 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
     size_t slot = kLocalChunkBytes;
     if (c.nranks() > 1) {
       int peer = op.kind == CollKind::kAlltoAll ? (c.rank() + 1) % c.nranks() : op.peer;
-      slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, kP2pChannel + p.off)->slotBytes()
-                                        : c.sendConnection(peer, kP2pChannel + p.off)->slotBytes();
+      slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, p2pKey(op))->slotBytes()
+                                        : c.sendConnection(peer, p2pKey(op))->slotBytes();
       // AlltoAll's peers may sit behind different transports: one piece size for all.
       if (op.kind == CollKind::kAlltoAll) slot = std::min(slot, p.commonSlotBytes());
     }
@@ -549,6 +536,32 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
   } else {
     p.ring(a);
   }
+}
+
+void bindPlan(const CollOp& op, const Plan& plan, std::vector<std::unique_ptr<PrimTask>>& tasks) {
+  Comm& c = *op.comm;
+  const size_t first = tasks.size();
+  for (const TaskPlan& t : plan.tasks) {
+    TaskLinks links;
+    for (int k = 0; k < t.links.nsend; ++k)
+      links.addSend(c.sendConnection(t.links.sendPeer[k], t.links.key), t.links.sendPeer[k]);
+    for (int k = 0; k < t.links.nrecv; ++k)
+      links.addRecv(c.recvConnection(t.links.recvPeer[k], t.links.key), t.links.recvPeer[k]);
+    const PrimTask* gate = t.gate >= 0 ? tasks[first + static_cast<size_t>(t.gate)].get() : nullptr;
+    tasks.push_back(std::make_unique<PrimTask>(op, t.program, links, t.label, gate, t.input));
+    if (t.inputPosition >= 0) tasks.back()->setInputPosition(t.inputPosition);
+    if (t.copyInput) tasks.back()->setCopyInput();
+  }
+}
+
+void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks) {
+  thread_local Plan plan;  // reused: once warm, planning allocates only its PrimTasks
+  buildPlan(op, number, plan);
+  bindPlan(op, plan, tasks);
+}
+
+ConnectionKey exchangeKey(const CollOp& op, int channel) {
+  return op.comm->nranks() == 2 ? ringKey(channel, op) : p2pKey(op);
 }
 
 int exchangeChannelCount(const CollOp& op) {
@@ -564,10 +577,9 @@ bool exchangeLinks(const CollOp& op, int channel, TaskLinks& out, TaskLinks& in,
   Comm& c = *op.comm;
   const int n = c.nranks(), me = c.rank();
   const size_t elem = dataTypeSize(op.type), align = std::max<size_t>(1, 64 / elem);
-  const int id = (n == 2 ? channel : kP2pChannel) + protocolOffset(op);
+  const ConnectionKey id = exchangeKey(op, channel);
   const size_t env = c.plannerState().slotBytes();
-  const size_t common =
-      op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes) : env;
+  const size_t common = std::min(env, transport::commonSlotBytes(op.protocol));
   chunk = SIZE_MAX;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
@@ -589,11 +601,11 @@ TaskLabel exchangeLabel(const CollOp& op, uint64_t number, int channel, const ch
   return label;
 }
 
-void linkExchangeTasks(const CollOp& op, PrimTask& send, PrimTask& fold) {
-  fold.setInputPosition(op.comm->rank());
+void linkExchangeTasks(const CollOp& op, TaskPlan& send, TaskPlan& fold, int sendIndex) {
+  fold.inputPosition = op.comm->rank();
   if (op.sendbuff == op.recvbuff) {
-    send.setCopyInput();
-    fold.setGate(&send);
+    send.copyInput = true;
+    fold.gate = sendIndex;
   }
 }
 

@@ -1,5 +1,5 @@
-// Turns operations into PrimTasks for one rank: which algorithm (ring, chain, double binary
-// tree, pairwise), which connections (peer, channel, direction), and the step walk of each task.
+// Turns operations into plans (plan.h) for one rank: which algorithm (ring, chain, double binary
+// tree, pairwise), which connections (peer, key, direction), and the step program of each task.
 //
 // Protocol: LL (data and flag in one 8-byte word: one cache line to poll instead of a counter
 // and the data) or Simple, as the tuner (src/tune/cost_model.h) predicts cheaper for the
@@ -18,6 +18,7 @@
 #include "algorithms/slicing.h"
 #include "src/core/coll.h"
 #include "src/core/comm.h"
+#include "src/core/plan.h"
 #include "src/core/prim_task.h"
 
 namespace loom {
@@ -29,27 +30,16 @@ const char* algorithmName(Algorithm a);
 // over shared memory).
 void choosePlan(CollOp& op);
 
-// Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, point-to-point 64;
-// the LL protocol uses the same ids plus kLLChannelOffset (its own connections: the memory
-// layout differs).
-inline constexpr int kTreeChannelBase = 32;
-inline constexpr int kP2pChannel = 64;
-// Hierarchical AllReduce: inter-node rings on 80 + channel, intra-node rings on 96 + channel.
-inline constexpr int kHierInterChannelBase = 80;
-inline constexpr int kHierIntraChannelBase = 96;
-inline constexpr int kLLChannelOffset = 128;
-
-// Rings and chains (and hierarchical AllReduce's rings): two connections per rank and channel,
-// given LOOM_BUFFSIZE; trees, point-to-point and AlltoAll (up to one per peer) LOOM_P2P_BUFFSIZE.
-inline constexpr bool isRingChannel(int channel) {
-  const int base = channel % kLLChannelOffset;
-  return base < kTreeChannelBase || base >= kHierInterChannelBase;
-}
-
 // The connections `op` needs on this rank (the peers' requests match them).
-void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out);
+void wantedConnections(const CollOp& op, std::vector<LinkRequest>& out);
 
-// Appends the tasks of `op` (connections must exist). `number` labels them in messages.
+// The plan of `op` on this rank (plan.h), replacing what `plan` held. Connections must exist:
+// the pieces a step carries follow their slot sizes. `number` labels the tasks in messages.
+void buildPlan(const CollOp& op, uint64_t number, Plan& plan);
+// Appends a PrimTask per task of `plan`, on the connections its keys name; gates refer to the
+// tasks appended by the same call.
+void bindPlan(const CollOp& op, const Plan& plan, std::vector<std::unique_ptr<PrimTask>>& tasks);
+// Both: the CPU executor's way to run a call.
 void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimTask>>& tasks);
 
 // The exchange AllReduce, per channel: two tasks, a send of this rank's slice of the input
@@ -66,6 +56,8 @@ TaskLabel exchangeLabel(const CollOp& op, uint64_t number, int channel, const ch
 // Wires a channel's two tasks once made: ranks fold in rank order (the same bits everywhere);
 // in place, the fold overwrites the input the send reads, so the send copies it out (never
 // posts it by address) and the fold's step i waits for the send's step i.
-void linkExchangeTasks(const CollOp& op, PrimTask& send, PrimTask& fold);
+void linkExchangeTasks(const CollOp& op, TaskPlan& send, TaskPlan& fold, int sendIndex);
+// The connections of the exchange's channel `channel`.
+ConnectionKey exchangeKey(const CollOp& op, int channel);
 
 }  // namespace loom

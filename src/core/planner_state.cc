@@ -41,8 +41,7 @@ bool onlyNetworkLinks(const Comm& comm, const tune::NodeLayout& layout) {
     if (host.size() < 2) continue;
     try {
       const std::vector<RankInfo>& infos = comm.rankInfos();
-      return std::strcmp(transport::selectTransport(infos[host[0]], infos[host[1]]).name(),
-                         "shm") != 0;
+      return !transport::selectTransport(infos[host[0]], infos[host[1]]).sharesMemory();
     } catch (const Error&) {
       return false;  // a bad LOOM_TRANSPORT fails where connections are made, with its message
     }

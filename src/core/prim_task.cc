@@ -5,6 +5,7 @@
 #include "src/core/error.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
+#include "src/kernels/step_operands.h"
 
 namespace loom {
 
@@ -65,21 +66,24 @@ std::string TaskLabel::str() const {
   return s;
 }
 
-PrimTask::PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
-                   const TaskLabel& label, const PrimTask* gate)
+PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const TaskLinks& links,
+                   const TaskLabel& label, const PrimTask* gate, TaskInput input)
     : op_(op),
-      steps_(std::move(steps)),
+      program_(program),
       links_(links),
       label_(label),
       gate_(gate),
       elemSize_(dataTypeSize(op.type)),
-      isReduction_(op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
-                   op.kind == CollKind::kReduceScatter),
+      input_(static_cast<const char*>(input.fromOutput ? op.recvbuff : op.sendbuff)),
+      inputHasPreOp_(input.fromOutput),
+      isReduction_(!input.copiesOnly &&
+                   (op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
+                    op.kind == CollKind::kReduceScatter)),
       signature_(collSignature(op)),
       // An input may go out as it is unless a pre-op (a user PreMulSum) changes it on
       // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
       // buffer a Recv of its group fills).
-      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !op.inputHasPreOp) &&
+      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
                    !op.inputOverwritten) {}
 
@@ -127,7 +131,7 @@ bool PrimTask::progress() {
 // Runs the current step if its slots are ready. Returns true if it ran (or the walk ended).
 bool PrimTask::tryStep() {
   if (!haveCurrent_) {
-    if (!steps_->next(current_)) {
+    if (!algo::nextStep(program_, cursor_, current_)) {
       done_ = true;
       return true;
     }
@@ -137,7 +141,7 @@ bool PrimTask::tryStep() {
     wait_ = Wait::kGate;
     return false;
   }
-  const PrimStep& s = current_;
+  const algo::Step& s = current_;
   const size_t bytes = s.count * elemSize_;
   // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
   // hands out the same slot until it is released or posted).
@@ -162,7 +166,7 @@ bool PrimTask::tryStep() {
       checkReceived(label_, op_, links_.recvPeer[i], tag, signature_, got, bytes);
     }
   }
-  const char* in = static_cast<const char*>(op_.sendbuff) + s.inOffset * elemSize_;
+  const char* in = input_ + s.inOffset * elemSize_;
   // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
   // user buffer that stays put until the call returns - the output it writes, or an input sent
   // as it is - a connection that takes it gets that address instead of a filled slot. A pure
@@ -191,28 +195,24 @@ bool PrimTask::tryStep() {
     }
   }
 
+  // Slots to fill: a link that posts the data by address fills none.
+  void* fill[kMaxTaskPeers] = {};
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i) fill[i] = direct[i] ? nullptr : slots[i];
+  StepBuffers buffers;
+  buffers.input = in;
+  buffers.inputHasPreOp = inputHasPreOp_;
+  buffers.inputPosition = inputPosition_;
+  buffers.received = received;
+  buffers.nrecv = links_.nrecv;
+  buffers.output = out;
+  buffers.slots = fill;
+  buffers.nslots = links_.nsend;
   ReduceCopyArgs args;
+  stepOperands(s.prim, s.final, buffers, args);
   args.count = s.count;
   args.scalar = op_.scalar;
-  args.postOp = s.final;
-  // The local input gets the pre-op (PreMulSum's multiply); peers' data already had it.
-  auto addInput = [&] {
-    if (!algo::primReadsInput(s.prim)) return;
-    if (!op_.inputHasPreOp) args.preOpOnSource |= 1u << args.nsrc;
-    args.src[args.nsrc++] = in;
-  };
-  const int nrecv = recvs ? links_.nrecv : 0;
-  const int inputAt = inputPosition_ < 0 || inputPosition_ > nrecv ? nrecv : inputPosition_;
-  for (int i = 0; i <= nrecv; ++i) {
-    if (i == inputAt) addInput();
-    if (i < nrecv) args.src[args.nsrc++] = received[i];
-  }
-  if (s.prim == algo::Prim::kSendFromOutput) args.src[args.nsrc++] = out;
-  if (algo::primWritesOutput(s.prim)) args.dst[args.ndst++] = out;
   args.streamStores = op_.streamStores;  // large calls (LOOM_STREAM_STORE_THRESHOLD)
-  if (sends)
-    for (int i = 0; i < links_.nsend; ++i)
-      if (!direct[i]) args.dst[args.ndst++] = slots[i];
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {

@@ -1,8 +1,9 @@
 // The CPU executor's unit of work: one rank's walk through the steps of one collective on one
 // channel (or one point-to-point transfer), driven without blocking.
 //
-// How it works. A StepSource yields the steps of the schedule (algorithms/: a primitive and the
-// element ranges it touches in the input and output buffers). PrimTask runs a step once every
+// How it works. The task walks a step program (algorithms/walker.h: a primitive and the element
+// ranges it touches in the input and output buffers, step by step) with the one walker that
+// every executor and the schedule simulator share. PrimTask runs a step once every
 // connection the step needs is ready - a full slot from the peer it receives from, a free slot
 // toward the peer it sends to - as ONE reduceCopy: sources are the received slot and/or the
 // local input, destinations the local output and/or the send slot (docs/architecture.md,
@@ -12,43 +13,24 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <string>
 
 #include "algorithms/primitives.h"
+#include "algorithms/walker.h"
 #include "src/core/coll.h"
+#include "src/core/plan.h"
 #include "transports/transport.h"
 
 namespace loom {
 
-// One step: what to do and where, in elements from the start of the input/output buffers.
-struct PrimStep {
-  algo::Prim prim = algo::Prim::kNone;
-  size_t inOffset = 0;
-  size_t outOffset = 0;
-  size_t count = 0;
-  bool final = false;  // produces final values: apply the op's post-op (SumPostDiv)
-};
-
-class StepSource {
- public:
-  virtual ~StepSource() = default;
-  // The next step with a non-empty range; false when the walk is over.
-  virtual bool next(PrimStep& step) = 0;
-};
-
-// The peers a task exchanges with: a ring or chain step has at most one of each, a tree node
-// receives from (up) or sends to (down) up to two children, an exchange AllReduce sends to and
-// receives from every other rank (up to kMaxExchangeRanks - 1).
-inline constexpr int kMaxExchangeRanks = 8;
-inline constexpr int kMaxTaskPeers = kMaxExchangeRanks - 1;
+// The connections a task steps on, bound from its PlanLinks.
 struct TaskLinks {
   int nsend = 0;
   int nrecv = 0;
   transport::SendConnection* send[kMaxTaskPeers] = {};
   transport::RecvConnection* recv[kMaxTaskPeers] = {};
-  int sendPeer[kMaxTaskPeers] = {-1, -1};
-  int recvPeer[kMaxTaskPeers] = {-1, -1};
+  int sendPeer[kMaxTaskPeers] = {-1, -1, -1, -1, -1, -1, -1};
+  int recvPeer[kMaxTaskPeers] = {-1, -1, -1, -1, -1, -1, -1};
   void addSend(transport::SendConnection* c, int peer) {
     send[nsend] = c;
     sendPeer[nsend++] = peer;
@@ -57,21 +39,6 @@ struct TaskLinks {
     recv[nrecv] = c;
     recvPeer[nrecv++] = peer;
   }
-};
-
-// Names a task in timeout messages ("AllReduce #12 (tree 1) channel 0 up", "AlltoAll #3 to
-// rank 2"). Plain fields, formatted only when a message needs it: planning a call builds no
-// strings.
-struct TaskLabel {
-  const char* what = "";  // the collective's name, or a whole label ("copy to self")
-  uint64_t number = 0;    // the operation's number on its communicator; 0: none
-  const char* algo = nullptr;
-  int tree = -1;
-  int channel = -1;
-  const char* part = nullptr;  // "up", "local reduce-scatter", ...
-  int toRank = -1;
-  int fromRank = -1;
-  std::string str() const;
 };
 
 // Throws RemoteError unless a slot received from `peer` carries this call's signature
@@ -84,8 +51,8 @@ class PrimTask {
   // `label` names the task in timeout messages ("AllReduce #12 channel 0"). With `gate`, step
   // i runs only after the gate task finished i + 1 steps (a tree root sends a piece down only
   // once it has reduced it).
-  PrimTask(const CollOp& op, std::unique_ptr<StepSource> steps, const TaskLinks& links,
-           const TaskLabel& label, const PrimTask* gate = nullptr);
+  PrimTask(const CollOp& op, const algo::StepProgram& program, const TaskLinks& links,
+           const TaskLabel& label, const PrimTask* gate = nullptr, TaskInput input = {});
 
   // Runs every step that can run now; true if anything happened. The executor pumps the
   // connections (their progress()) separately.
@@ -117,16 +84,19 @@ class PrimTask {
   bool tryStep();
 
   const CollOp& op_;
-  std::unique_ptr<StepSource> steps_;
+  algo::StepProgram program_;
+  algo::StepCursor cursor_;
   TaskLinks links_;
   TaskLabel label_;
   const PrimTask* gate_;
   size_t elemSize_;
+  const char* input_;  // the buffer the steps' input offsets point into
+  bool inputHasPreOp_;
   bool isReduction_;
   uint32_t signature_;
   bool directInput_;        // steps that send the input as it is may post its address
   int inputPosition_ = -1;  // -1: after the received data
-  PrimStep current_;
+  algo::Step current_;
   bool haveCurrent_ = false;
   bool done_ = false;
   size_t stepsDone_ = 0;

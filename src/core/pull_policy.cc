@@ -7,7 +7,7 @@
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/logging.h"
-#include "transports/shm/direct_read.h"
+#include "transports/registry.h"
 #include "transports/transport.h"
 
 namespace loom {
@@ -18,7 +18,7 @@ PullPolicy PullPolicy::fromEnv(bool oversubscribed, bool networkOnly, size_t slo
   LOOM_ENFORCE(mode == "auto" || mode == "always", InvalidArgument, "LOOM_SHM_CMA_MODE='",
                envString(EnvVar::LOOM_SHM_CMA_MODE),
                "' is not a mode; use auto or always (LOOM_SHM_CMA_THRESHOLD=0 turns CMA off)");
-  const size_t threshold = transport::shm::cmaThreshold();
+  const size_t threshold = transport::pullThreshold();
   if (threshold == 0 || networkOnly || (oversubscribed && mode == "auto"))
     return PullPolicy(Mode::kNever, 0, 0);
   return PullPolicy(mode == "always" ? Mode::kAlways : Mode::kAuto, threshold,

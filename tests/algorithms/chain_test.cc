@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "algorithms/walker.h"
 #include "tests/algorithms/sim.h"
 
 namespace loom::algo::test {
@@ -21,21 +22,14 @@ void buildChain(Sim& sim, ChainColl coll, const std::vector<int>& order, int roo
     st.outBase = inPlace ? 0 : count;
     for (std::size_t i = 0; i < count; ++i) st.mem[i] = inputValue(rank, i);
     const ChainPeers peers = chainPeers(coll, order.data(), n, root, rank);
-    const Prim prim = chainPrim(coll, order.data(), n, root, rank, inPlace);
-    if (prim == Prim::kNone) continue;
+    std::vector<int> recvFrom, sendTo;
+    if (peers.recvFrom >= 0) recvFrom = {peers.recvFrom};
+    if (peers.sendTo >= 0) sendTo = {peers.sendTo};
     for (int ch = 0; ch < nch; ++ch) {
       const Range slice = channelSlice(count, nch, ch, 1);
-      for (std::size_t loop = 0; loop < pipelineLoopCount(slice, chunk); ++loop) {
-        const Range piece = pipelineChunk(slice, chunk, loop);
-        Op op;
-        op.prim = prim;
-        op.channel = ch;
-        if (peers.recvFrom >= 0) op.recvFrom = {peers.recvFrom};
-        if (peers.sendTo >= 0) op.sendTo = {peers.sendTo};
-        op.in = op.out = op.tag = piece.offset;
-        op.count = piece.count;
-        sim.add(rank, op);
-      }
+      addProgram(sim, rank, ch,
+                 chainProgram(coll, order.data(), n, root, rank, slice, chunk, inPlace), recvFrom,
+                 sendTo, tagByOutput);
     }
   }
 }

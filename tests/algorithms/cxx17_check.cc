@@ -6,6 +6,7 @@
 #include "algorithms/ring.h"
 #include "algorithms/slicing.h"
 #include "algorithms/tree.h"
+#include "algorithms/walker.h"
 
 namespace loom::algo {
 namespace {
@@ -21,6 +22,10 @@ static_assert(chainPrim(ChainColl::kReduce, kOrder, 4, 3, 3, false) == Prim::kRe
 static_assert(btree(13, 12).parent == 8 && dtree(13, 1, 0).childCount() == 1);
 static_assert(treeAllReducePrims(dtree(8, 0, 0), false).down == Prim::kSendFromOutput);
 static_assert(allToAllStep(5, 3, 4, 10).sendOffset == 20);
+// The walker runs at compile time. 13 elements on 5 ranks, 2 per chunk: the first loop's 9
+// steps all carry data; the second loop's 3 elements fill 3 of 5 chunks, touched by 5 steps.
+static_assert(stepCount(ringAllReduceProgram(5, 1, Range{0, 13}, 2, 1)) == 14);
+static_assert(stepCount(afterSteps(4, pipeProgram(Prim::kSend, 0, 0, 10, 4, false))) == 6);
 
 }  // namespace
 }  // namespace loom::algo

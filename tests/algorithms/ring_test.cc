@@ -20,20 +20,6 @@ struct Cut {
 };
 const std::vector<Cut> kCuts = {{1, 3}, {4, 8}};
 
-Op ringOp(Prim prim, int channel, int prev, int next, std::size_t in, std::size_t out,
-          std::size_t count, std::size_t tag) {
-  Op op;
-  op.prim = prim;
-  op.channel = channel;
-  if (primRecvs(prim)) op.recvFrom = {prev};
-  if (primSends(prim)) op.sendTo = {next};
-  op.in = in;
-  op.out = out;
-  op.count = count;
-  op.tag = tag;
-  return op;
-}
-
 // Builds every rank's AllReduce program; inputs are inputValue(rank, i).
 void buildAllReduce(Sim& sim, const std::vector<int>& order, std::size_t count, int nch, Cut cut,
                     bool inPlace) {
@@ -47,14 +33,8 @@ void buildAllReduce(Sim& sim, const std::vector<int>& order, std::size_t count, 
     const int prev = ringPrev(order.data(), n, rank), next = ringNext(order.data(), n, rank);
     for (int ch = 0; ch < nch; ++ch) {
       const Range slice = channelSlice(count, nch, ch, cut.align);
-      for (std::size_t loop = 0; loop < ringLoopCount(slice, n, cut.chunk); ++loop) {
-        for (int s = 0; s < ringAllReduceStepCount(n); ++s) {
-          const RingStep step = ringAllReduceStep(n, pos, s, inPlace);
-          const Range r = ringChunk(slice, n, cut.chunk, cut.align, loop, step.chunk);
-          if (r.empty() || step.prim == Prim::kNone) continue;  // the empty-chunk rule
-          sim.add(rank, ringOp(step.prim, ch, prev, next, r.offset, r.offset, r.count, r.offset));
-        }
-      }
+      addProgram(sim, rank, ch, ringAllReduceProgram(n, pos, slice, cut.chunk, cut.align), {prev},
+                 {next}, tagByOutput);
     }
   }
 }
@@ -73,15 +53,9 @@ void buildAllGather(Sim& sim, const std::vector<int>& order, std::size_t count, 
     const int prev = ringPrev(order.data(), n, rank), next = ringNext(order.data(), n, rank);
     for (int ch = 0; ch < nch; ++ch) {
       const Range slice = channelSlice(count, nch, ch, cut.align);
-      for (std::size_t loop = 0; loop < pipelineLoopCount(slice, cut.chunk); ++loop) {
-        const Range piece = pipelineChunk(slice, cut.chunk, loop);
-        for (int s = 0; s < ringAllGatherStepCount(n); ++s) {
-          const RingStep step = ringAllGatherStep(order.data(), n, pos, s, inPlace);
-          if (step.prim == Prim::kNone) continue;
-          const BlockPlace p = allGatherPlace(count, step.chunk, piece);
-          sim.add(rank, ringOp(step.prim, ch, prev, next, p.in, p.out, p.count, p.out));
-        }
-      }
+      addProgram(sim, rank, ch,
+                 ringBlocksProgram(true, order.data(), n, pos, count, slice, cut.chunk, inPlace),
+                 {prev}, {next}, tagByOutput);
     }
   }
 }
@@ -99,15 +73,9 @@ void buildReduceScatter(Sim& sim, const std::vector<int>& order, std::size_t rc,
     const int prev = ringPrev(order.data(), n, rank), next = ringNext(order.data(), n, rank);
     for (int ch = 0; ch < nch; ++ch) {
       const Range slice = channelSlice(rc, nch, ch, cut.align);
-      for (std::size_t loop = 0; loop < pipelineLoopCount(slice, cut.chunk); ++loop) {
-        const Range piece = pipelineChunk(slice, cut.chunk, loop);
-        for (int s = 0; s < ringReduceScatterStepCount(n); ++s) {
-          const RingStep step = ringReduceScatterStep(order.data(), n, pos, s, inPlace);
-          if (step.prim == Prim::kNone) continue;
-          const BlockPlace p = reduceScatterPlace(rc, step.chunk, piece);
-          sim.add(rank, ringOp(step.prim, ch, prev, next, p.in, p.out, p.count, p.in));
-        }
-      }
+      addProgram(sim, rank, ch,
+                 ringBlocksProgram(false, order.data(), n, pos, rc, slice, cut.chunk, inPlace),
+                 {prev}, {next}, tagByInput);
     }
   }
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "algorithms/primitives.h"
+#include "algorithms/walker.h"
 
 namespace loom::algo::test {
 
@@ -178,6 +179,32 @@ class Sim {
   std::vector<RankState> ranks_;
   std::unordered_map<Key, std::deque<Msg>, KeyHash> fifos_;
 };
+
+// Adds to rank r's program the steps that `program` yields, walked by the library's own walker
+// (algorithms/walker.h: the one the CPU executor and the CUDA kernels use), so what the
+// simulator proves about a schedule holds for the executors. Steps that receive take every
+// peer of `recvFrom`, steps that send go to every peer of `sendTo`; `tag(step)` names the
+// data on the wire (sender and receiver must compute the same name for the same chunk).
+template <typename Tag>
+void addProgram(Sim& sim, int r, int channel, const StepProgram& program,
+                const std::vector<int>& recvFrom, const std::vector<int>& sendTo, Tag tag) {
+  StepCursor cursor;
+  Step step;
+  while (nextStep(program, cursor, step)) {
+    Op op;
+    op.prim = step.prim;
+    op.channel = channel;
+    if (primRecvs(step.prim)) op.recvFrom = recvFrom;
+    if (primSends(step.prim)) op.sendTo = sendTo;
+    op.in = step.inOffset;
+    op.out = step.outOffset;
+    op.count = step.count;
+    op.tag = tag(step);
+    sim.add(r, std::move(op));
+  }
+}
+inline std::size_t tagByOutput(const Step& s) { return s.outOffset; }
+inline std::size_t tagByInput(const Step& s) { return s.inOffset; }
 
 // A value no rank's data can produce by accident: rank r's element i of its input.
 inline Value inputValue(int r, std::size_t i) {

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "algorithms/walker.h"
 #include "tests/algorithms/sim.h"
 
 namespace loom::algo::test {
@@ -111,21 +112,11 @@ void buildTreeAllReduce(Sim& sim, int n, std::size_t count, int nch, std::size_t
       const Range half = treeAllReduceHalf(count, tree, 4);
       for (int ch = 0; ch < nch; ++ch) {
         const Range slice = splitEven(half, nch, ch, 4);
-        for (bool up : {true, false}) {
-          const Prim prim = up ? prims.up : prims.down;
-          if (prim == Prim::kNone) continue;
-          for (std::size_t loop = 0; loop < pipelineLoopCount(slice, chunk); ++loop) {
-            const Range piece = pipelineChunk(slice, chunk, loop);
-            Op op;
-            op.prim = prim;
-            op.channel = tree * nch + ch;  // up and down use the two directions of each link
-            if (primRecvs(prim)) op.recvFrom = up ? children : parent;
-            if (primSends(prim)) op.sendTo = up ? parent : children;
-            op.in = op.out = op.tag = piece.offset;
-            op.count = piece.count;
-            sim.add(rank, op);
-          }
-        }
+        const TreePrograms programs = treeAllReducePrograms(prims, slice, chunk);
+        // Up and down use the two directions of each link.
+        const int channel = tree * nch + ch;
+        addProgram(sim, rank, channel, programs.up, children, parent, tagByOutput);
+        addProgram(sim, rank, channel, programs.down, parent, children, tagByOutput);
       }
     }
   }

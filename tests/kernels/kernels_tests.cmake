@@ -4,7 +4,8 @@ add_executable(loom_kernel_tests
   ${CMAKE_CURRENT_LIST_DIR}/numeric_types_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_isa_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_semantics_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_semantics_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/step_operands_test.cc)
 target_link_libraries(loom_kernel_tests PRIVATE loom_static GTest::gtest_main)
 # The tests compute the per-element definition themselves; like the kernels, without FMA
 # contraction (it would only matter if the whole build targets an FMA-capable -march).

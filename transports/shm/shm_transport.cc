@@ -321,6 +321,12 @@ class ShmPendingRecv final : public PendingRecv {
 
 bool shmDisabled() { return envInt(EnvVar::LOOM_SHM_DISABLE) != 0; }
 
+size_t ShmTransport::maxSlotBytes(Protocol protocol) const {
+  return protocol == Protocol::kLL ? shm::kLLSlotBytes : SIZE_MAX;
+}
+
+size_t ShmTransport::pullThreshold() const { return shm::cmaThreshold(); }
+
 bool ShmTransport::canConnect(const RankInfo& self, const RankInfo& peer) const {
   return self.hostHash == peer.hostHash && !shmDisabled();
 }
@@ -369,15 +375,15 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
   a.sender = shm::thisProcess();
   toBlob(a, ack);
   if (direct == shm::DirectMode::kSameProcess) {
-    LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
+    LOOM_INFO(kLogShm, "rank ", ctx.peers.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
               ": single-copy steps (receiver reads this thread's buffers)");
   }
   if (shm::hasMode(direct, shm::DirectMode::kRegistered)) {
-    LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
+    LOOM_INFO(kLogShm, "rank ", ctx.peers.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
               ": single-copy steps from loomMemAlloc buffers (receiver maps them)");
   }
   if (shm::hasMode(direct, shm::DirectMode::kCma)) {
-    LOOM_INFO(kLogShm, "rank ", ctx.comm.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
+    LOOM_INFO(kLogShm, "rank ", ctx.peers.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
               ": CMA offered from ", shm::cmaThreshold(), " bytes (the receiver checks it may)");
   }
   return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer, direct);

@@ -26,6 +26,11 @@ class ShmTransport final : public Transport {
   // Both ranks on one host (same host hash) and LOOM_SHM_DISABLE is not 1.
   bool canConnect(const RankInfo& self, const RankInfo& peer) const override;
   std::string whyNot(const RankInfo& self, const RankInfo& peer) const override;
+  // LL slots are small (ll_connection.h); Simple slots are LOOM_BUFFSIZE's.
+  size_t maxSlotBytes(Protocol protocol) const override;
+  bool sharesMemory() const override { return true; }
+  // LOOM_SHM_CMA_THRESHOLD (direct_read.h).
+  size_t pullThreshold() const override;
   std::unique_ptr<PendingRecv> setupRecv(const SetupContext& ctx, ConnectBlob* blob) override;
   std::unique_ptr<SendConnection> connectSend(const SetupContext& ctx, const ConnectBlob& blob,
                                               ConnectBlob* ack) override;

@@ -44,9 +44,8 @@ class SocketPendingRecv final : public PendingRecv {
     std::vector<Socket> sockets;
     sockets.reserve(streams_);
     for (int s = 0; s < streams_; ++s)
-      sockets.push_back(
-          ctx_.comm.bootstrap().acceptData(ctx_.peer, dataTag(ctx_.batchTag, ctx_.channel, s)));
-    LinkName link{ctx_.peer, ctx_.comm.rank(), ctx_.channel};
+      sockets.push_back(ctx_.peers.acceptData(ctx_.peer, dataTag(ctx_.batchTag, ctx_.channel, s)));
+    LinkName link{ctx_.peer, ctx_.peers.rank(), ctx_.channel};
     return std::make_unique<SocketRecvConnection>(std::move(sockets), std::move(ring_), link);
   }
 
@@ -80,10 +79,10 @@ std::unique_ptr<SendConnection> SocketTransport::connectSend(const SetupContext&
   std::vector<Socket> sockets;
   sockets.reserve(b.streams);
   for (uint32_t s = 0; s < b.streams; ++s)
-    sockets.push_back(ctx.comm.bootstrap().connectData(
-        ctx.peer, dataTag(ctx.batchTag, ctx.channel, static_cast<int>(s))));
+    sockets.push_back(
+        ctx.peers.connectData(ctx.peer, dataTag(ctx.batchTag, ctx.channel, static_cast<int>(s))));
   toBlob(SocketAck{kAckMagic, b.streams}, ack);
-  LinkName link{ctx.comm.rank(), ctx.peer, ctx.channel};
+  LinkName link{ctx.peers.rank(), ctx.peer, ctx.channel};
   return std::make_unique<SocketSendConnection>(std::move(sockets), b.slotBytes, link);
 }
 
