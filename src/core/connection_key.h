@@ -18,11 +18,15 @@ enum class LinkPurpose : uint8_t {
   kRing,       // ring algorithms and chains; channel `index`
   kTree0,      // the first tree of the double binary tree; channel `index`
   kTree1,      // the second tree
-  kP2p,        // point-to-point, AlltoAll, exchange and doubling AllReduce; index 0
+  kP2p,        // Send/Recv; index 0
   kHierInter,  // hierarchical AllReduce: the ring across nodes; channel `index`
   kHierIntra,  // hierarchical AllReduce: the ring inside a node; channel `index`
+  // Collectives that talk to every peer directly (AlltoAll, the exchange and doubling
+  // AllReduce); index 0. Not kP2p: Send/Recv on one stream and a collective on another may
+  // run at once, in either order, and a connection's slots match in order.
+  kDirect,
 };
-inline constexpr int kLinkPurposes = 6;
+inline constexpr int kLinkPurposes = 7;
 // Channels per purpose (LOOM_NCHANNELS is at most this).
 inline constexpr int kMaxKeyIndex = 16;
 

@@ -36,7 +36,11 @@ ConnectionKey keyOf(LinkPurpose purpose, int channel, const CollOp& op) {
 ConnectionKey ringKey(int channel, const CollOp& op) {
   return keyOf(LinkPurpose::kRing, channel, op);
 }
-ConnectionKey p2pKey(const CollOp& op) { return keyOf(LinkPurpose::kP2p, 0, op); }
+// Send/Recv have their connections; the collectives that talk to peers directly theirs.
+ConnectionKey p2pKey(const CollOp& op) {
+  const bool sendRecv = op.kind == CollKind::kSend || op.kind == CollKind::kRecv;
+  return keyOf(sendRecv ? LinkPurpose::kP2p : LinkPurpose::kDirect, 0, op);
+}
 
 // This rank's place in hierarchical AllReduce: its node's chain, and the ring of the ranks at
 // the same local position on every node.
