@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "loom/loom.h"
@@ -11,8 +12,7 @@
 #include "src/core/coll.h"
 #include "src/core/comm.h"
 #include "src/core/comm_registry.h"
-#include "src/core/exchange_now.h"
-#include "src/core/executor.h"
+#include "src/core/device_executor.h"
 #include "src/core/host_stream.h"
 #include "src/core/planner.h"
 #include "src/kernels/datatype_traits.h"
@@ -93,6 +93,17 @@ void readLateScalars(std::vector<CollOp>& ops) {
 
 // Runs a group's operations: those on host streams are enqueued there (one item per stream),
 // the others run on this thread.
+// A group's calls run on their communicators' executor: one device per group.
+void runOn(std::vector<CollOp>& ops) {
+  if (ops.empty()) return;
+  Executor& executor = ops.front().comm->executor();
+  for (const CollOp& op : ops)
+    LOOM_ENFORCE(std::string_view(op.comm->executor().device()) == executor.device(), InvalidUsage,
+                 "a group mixes ", executor.device(), " and ", op.comm->executor().device(),
+                 " communicators; put the calls of each device in a group of their own");
+  executor.run(ops);
+}
+
 void runNow(std::vector<PendingOp>& pending) {
   std::map<HostStream*, std::vector<CollOp>> byStream;
   std::vector<CollOp> now;
@@ -108,26 +119,18 @@ void runNow(std::vector<PendingOp>& pending) {
   for (auto& [raw, ops] : byStream) {
     raw->enqueue([ops = std::move(ops)]() mutable {
       readLateScalars(ops);
-      runOps(ops);
+      runOn(ops);
     });
   }
   readLateScalars(now);
-  runOps(now);
+  runOn(now);
 }
 
-// One call outside a group on the NULL stream, the latency-critical case: a small AllReduce
-// goes straight to the fast path; otherwise no allocation (the per-thread list keeps its
-// capacity) and no sorting by stream.
+// One call outside a group on the NULL stream, the latency-critical case.
 void runOneNow(CollOp&& op) {
   readLateScalar(op);
-  if (runExchangeNow(op)) return;
-  thread_local std::vector<CollOp> one;
-  struct Clear {  // the op holds its communicator: never keep it past the call
-    std::vector<CollOp>& ops;
-    ~Clear() { ops.clear(); }
-  } clear{one};
-  one.push_back(std::move(op));
-  runOps(one);
+  Executor& executor = op.comm->executor();
+  executor.runOne(std::move(op));
 }
 
 loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedOp_t userOp,
@@ -141,6 +144,12 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     // Chosen once per call; bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is
     // involved.
     choosePlan(op);
+    // The stream belongs to the device: an executor without host streams takes the call as it
+    // is (the CUDA stub refuses it).
+    if (!op.comm->executor().hostStreams()) {
+      runOneNow(std::move(op));
+      return loomSuccess;
+    }
     std::shared_ptr<HostStream> stream;
     if (streamHandle != nullptr) {
       stream = findStream(streamHandle);

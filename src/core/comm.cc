@@ -7,6 +7,7 @@
 #include <set>
 
 #include "src/core/device.h"
+#include "src/core/device_executor.h"
 #include "src/core/env.h"
 #include "src/core/error.h"
 #include "src/core/exchange_now.h"
@@ -69,6 +70,7 @@ Comm::Comm(CommOptions options, int rank, int nranks)
       rank_(rank),
       nranks_(nranks),
       exchangeNowPlan_(std::make_unique<ExchangeNowPlan>()),
+      executor_(makeExecutor(options_.device)),
       engine_(std::make_unique<ProgressEngine>()) {}
 
 Comm::~Comm() {

@@ -42,6 +42,7 @@ struct CommOptions {
 // checking its size, magic and version and every field. Throws InvalidArgument.
 CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent);
 
+class Executor;
 class PlannerState;
 class ProgressEngine;
 class PullPolicy;
@@ -108,6 +109,8 @@ class Comm final : public loomComm, public transport::Peers {
   // connections, which they post anyway - as they would for the data - and a rank whose
   // streams reach connection setup in a different order than its peer's cannot deadlock.
   void connect(const std::vector<LinkRequest>& wanted);
+  // Interprets this communicator's calls; chosen from its device (device_executor.h).
+  Executor& executor() { return *executor_; }
   // Runs this communicator's operations together (progress_engine.h).
   ProgressEngine& engine() { return *engine_; }
   AbortFlag abortFlag() const { return &abort_; }
@@ -190,6 +193,7 @@ class Comm final : public loomComm, public transport::Peers {
     if (table[ch].empty()) table[ch].assign(static_cast<size_t>(nranks_), nullptr);
     return table[ch];
   }
+  std::unique_ptr<Executor> executor_;
   std::unique_ptr<ProgressEngine> engine_;
   // Guards sends_, recvs_, their tables and the setup bookkeeping below; never held while a
   // batch waits for a peer.
