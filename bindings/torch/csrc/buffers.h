@@ -21,9 +21,13 @@ inline const at::Tensor& single(const std::vector<at::Tensor>& tensors, const ch
   return tensors[0];
 }
 
-// What loom reads: `t`, or a contiguous copy that `work` keeps alive.
+// What loom reads: `t`, or a contiguous copy; `work` keeps it alive (an asynchronous op may
+// outlive the caller's last reference to its input).
 inline at::Tensor readable(Lane& lane, LoomWork& work, const at::Tensor& t) {
-  if (t.is_contiguous()) return t;
+  if (t.is_contiguous()) {
+    work.keep(t);
+    return t;
+  }
   lane.drain();
   at::Tensor c = t.contiguous();
   work.keep(c);
