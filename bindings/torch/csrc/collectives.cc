@@ -17,7 +17,7 @@ void checkSame(const at::Tensor& t, const at::Tensor& ref, int64_t numel, const 
                const char* what) {
   checkTensor(t, name);
   TORCH_CHECK_VALUE(t.scalar_type() == ref.scalar_type(), "loom: ", name, ": ", what, " is ",
-                    t.scalar_type(), " but the input is ", ref.scalar_type());
+                    dtypeName(t.scalar_type()), " but the input is ", dtypeName(ref.scalar_type()));
   TORCH_CHECK_VALUE(t.numel() == numel, "loom: ", name, ": ", what, " has ", t.numel(),
                     " elements, expected ", numel);
 }

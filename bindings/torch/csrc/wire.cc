@@ -40,6 +40,14 @@ std::optional<loomDataType_t> loomType(at::ScalarType s) {
   }
 }
 
+}  // namespace
+
+std::string dtypeName(at::ScalarType s) {
+  return "torch." + std::string(c10::getDtypeNames(s).first);  // the name Python users write
+}
+
+namespace {
+
 const char* opName(c10d::ReduceOp::RedOpType op) {
   switch (op) {
     case c10d::ReduceOp::SUM:
@@ -108,7 +116,7 @@ Reduction reduceWire(const at::Tensor& t, const c10d::ReduceOp& reduceOp, const 
     r.wire.count *= 2;  // (real, imaginary) pairs
   }
   auto type = loomType(real);
-  TORCH_CHECK_VALUE(type.has_value(), "loom: ", what, " cannot reduce ", t.scalar_type(),
+  TORCH_CHECK_VALUE(type.has_value(), "loom: ", what, " cannot reduce ", dtypeName(t.scalar_type()),
                     " tensors: loom has no arithmetic for this type. Convert the tensor (for "
                     "example to torch.int32) or use an operation that only moves data.");
   r.wire.type = *type;
@@ -137,7 +145,8 @@ Reduction reduceWire(const at::Tensor& t, const c10d::ReduceOp& reduceOp, const 
                               ? supplement->tensor_factor.detach().cpu().reshape({1})
                               : at::full({1}, supplement->double_factor, at::kDouble);
       TORCH_CHECK_VALUE(!factor.is_complex(), "loom: ", what,
-                        " with PREMUL_SUM takes a real factor, not ", factor.scalar_type());
+                        " with PREMUL_SUM takes a real factor, not ",
+                        dtypeName(factor.scalar_type()));
       r.factor = factor.to(real).reshape({1}).contiguous();
       r.preMulSum = true;
       break;

@@ -18,6 +18,9 @@
 
 namespace loom_torch {
 
+// A dtype as Python writes it ("torch.int16"), for messages.
+std::string dtypeName(at::ScalarType s);
+
 // A tensor's memory as loom sees it.
 struct Wire {
   void* data = nullptr;

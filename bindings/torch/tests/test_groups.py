@@ -9,7 +9,7 @@ from harness import run_ranks
 def new_group_body(rank, world):
     evens = dist.new_group([r for r in range(world) if r % 2 == 0])
     odds = dist.new_group([r for r in range(world) if r % 2 == 1])
-    pair = dist.new_group([world - 1, 0])  # members in an order of their own
+    pair = dist.new_group([world - 1, 0])  # torch orders group ranks by global rank
     mine = evens if rank % 2 == 0 else odds
     members = [r for r in range(world) if r % 2 == rank % 2]
     x = torch.tensor([float(rank)])
@@ -25,7 +25,7 @@ def new_group_body(rank, world):
         assert z.item() == world + 1.0
         out = [torch.empty(1) for _ in range(2)]
         dist.all_gather(out, torch.tensor([float(rank)]), group=pair)
-        assert [o.item() for o in out] == [world - 1.0, 0.0]
+        assert [o.item() for o in out] == [0.0, world - 1.0]
     # The default group still works after (and between) the subgroups.
     w = torch.ones(3)
     dist.all_reduce(w)
