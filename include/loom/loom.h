@@ -255,6 +255,20 @@ LOOM_API const char* loomGetLastError(loomComm_t comm);
  * streams (and communicators) progress concurrently. Events mark a point in a stream, as CUDA
  * events do, so frameworks build futures on them. For a CUDA communicator the stream argument
  * of a collective is a cudaStream_t cast to loomStream_t.
+ *
+ * Several streams of one communicator. Operations on different streams of one communicator,
+ * and calls on the NULL stream from different threads, progress together: a rank may post a
+ * receive on one stream and the matching send on another, and every rank may post its receives
+ * first, without deadlock. What every rank must keep is the order per connection, as in NCCL:
+ * operations that share one - point-to-point to one peer in one direction, and collectives of
+ * the communicator - match their peers' in the order in which they start running here. So put
+ * the sends to one peer on one stream (likewise the receives from one peer), and give
+ * collectives on different streams an order that every rank keeps (one stream for all of them,
+ * or events between the streams); loom does not reorder them, and a collective whose peers
+ * started a different one fails with an error naming both, or, when the two agree in kind,
+ * count, type and op, exchanges the data in the order the ranks started them. Point-to-point
+ * operations and collectives overlap freely. Connections are made on first use; making them
+ * never stops the operations already running.
  */
 
 /** A host stream: an in-order queue of operations of one communicator. */
@@ -313,7 +327,8 @@ LOOM_API loomResult_t loomReduceScatter(const void* sendbuff, void* recvbuff, si
 LOOM_API loomResult_t loomAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                    loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
 /** Sends count elements to `peer`, which must post a matching loomRecv. Inside a group, sends
- * and receives of any peers may be posted in any order without deadlock. */
+ * and receives of any peers may be posted in any order without deadlock; so may those on
+ * different streams of the communicator (see "Several streams of one communicator"). */
 LOOM_API loomResult_t loomSend(const void* sendbuff, size_t count, loomDataType_t datatype,
                                int peer, loomComm_t comm, loomStream_t stream);
 LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t datatype, int peer,

@@ -132,6 +132,7 @@ void AuthListener::progress(Pending& p, bool& finished) {
   }
   if (p.payloadGot == p.payload.size()) {
     p.socket.setPeerName(strCat("rank ", p.hello.rank));
+    std::lock_guard<std::mutex> lock(mutex_);
     ready_.push_back({std::move(p.socket), p.hello, std::move(p.payload)});
     finished = true;
   }
@@ -177,11 +178,38 @@ bool AuthListener::pollOnce(int timeoutMs, const Socket* watch) {
     progress(p, finished);  // a legitimate peer has usually sent its Hello already
     if (!finished) pending_.push_back(std::move(p));
   }
+  std::lock_guard<std::mutex> lock(mutex_);
   return !ready_.empty();
 }
 
+void AuthListener::pollOrWait(std::unique_lock<std::mutex>& lock, int timeoutMs,
+                              const Socket* watch) {
+  if (polling_) {
+    admitted_.wait_for(lock, std::chrono::milliseconds(timeoutMs));
+    return;
+  }
+  polling_ = true;
+  lock.unlock();
+  struct Done {
+    AuthListener& self;
+    std::unique_lock<std::mutex>& lock;
+    ~Done() {
+      lock.lock();
+      self.polling_ = false;
+      self.admitted_.notify_all();  // what it admitted may be another waiter's
+    }
+  } done{*this, lock};
+  pollOnce(timeoutMs, watch);
+}
+
+void AuthListener::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!polling_) pollOrWait(lock, 0, nullptr);  // else the poller accepts them
+}
+
 std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
-  if (ready_.empty()) pollOnce(timeoutMs);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (ready_.empty()) pollOrWait(lock, timeoutMs, nullptr);
   if (ready_.empty()) return std::nullopt;
   IncomingConnection c = std::move(ready_.front());
   ready_.pop_front();
@@ -191,6 +219,7 @@ std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
 IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>& want,
                                          Deadline deadline, AbortFlag abort,
                                          const std::string& whatFor, const Socket* watch) {
+  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     for (auto it = ready_.begin(); it != ready_.end(); ++it) {
       if (want(it->hello)) {
@@ -201,7 +230,7 @@ IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>
     }
     throwIfAborted(abort, whatFor.c_str());
     if (deadline.expired()) throw TimeoutError(strCat("timed out waiting for ", whatFor));
-    pollOnce(deadline.pollMs(kAbortPollMs), watch);
+    pollOrWait(lock, deadline.pollMs(kAbortPollMs), watch);
   }
 }
 

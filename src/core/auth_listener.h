@@ -5,9 +5,11 @@
 // and logged without delaying the ranks of the job.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +52,8 @@ struct IncomingConnection {
   std::vector<char> payload;
 };
 
+// Thread-safe: several threads may wait for their messages at once (one of them polls the
+// sockets, the others sleep until it has admitted something).
 class AuthListener {
  public:
   // Listens on `address` (port 0: any free port). `owner` names it in logs ("rank 3").
@@ -65,7 +69,7 @@ class AuthListener {
                              AbortFlag abort, const std::string& whatFor,
                              const Socket* watch = nullptr);
   // Accepts and checks what is pending without waiting.
-  void drain() { (void)pollOnce(0); }
+  void drain();
 
  private:
   struct Pending {
@@ -77,8 +81,12 @@ class AuthListener {
     bool headerDone = false;
     Deadline deadline = Deadline::never();
   };
+  // Only the thread that holds polling_ calls these; pending_ is theirs.
   bool pollOnce(int timeoutMs, const Socket* watch = nullptr);
   void progress(Pending& p, bool& finished);
+  // Runs pollOnce if no other thread polls (the caller holds `lock` on mutex_, released while
+  // polling); else waits up to `timeoutMs` for the poller to admit something.
+  void pollOrWait(std::unique_lock<std::mutex>& lock, int timeoutMs, const Socket* watch);
   void refuse(Pending& p, const std::string& why);
 
   Socket listener_;
@@ -86,6 +94,9 @@ class AuthListener {
   Secret secret_;
   std::string owner_;
   std::vector<Pending> pending_;
+  std::mutex mutex_;  // ready_ and polling_
+  std::condition_variable admitted_;
+  bool polling_ = false;
   std::deque<IncomingConnection> ready_;
 };
 

@@ -15,6 +15,7 @@
 #include "src/core/logging.h"
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
+#include "src/core/progress_engine.h"
 #include "src/core/pull_policy.h"
 #include "src/topo/system_exchange.h"
 #include "src/tune/comm_topology.h"
@@ -67,7 +68,8 @@ Comm::Comm(CommOptions options, int rank, int nranks)
     : options_(std::move(options)),
       rank_(rank),
       nranks_(nranks),
-      exchangeNowPlan_(std::make_unique<ExchangeNowPlan>()) {}
+      exchangeNowPlan_(std::make_unique<ExchangeNowPlan>()),
+      engine_(std::make_unique<ProgressEngine>()) {}
 
 Comm::~Comm() {
   abort_ = true;
@@ -249,32 +251,65 @@ transport::RecvConnection* Comm::recvConnection(int peer, int channel) {
 }
 
 void Comm::connect(const std::vector<ConnectionKey>& wanted) {
-  // Several operations of a group may want the same connection: ask for each once, in a
-  // stable order (both ends of a pair sort the same way).
-  std::set<ConnectionKey> missing;
-  for (const ConnectionKey& k : wanted) {
-    bool have = k.send ? sends_.count(k) > 0 : recvs_.count(k) > 0;
-    if (!have) missing.insert(k);
+  std::unique_lock<std::mutex> lock(connectMutex_);
+  auto made = [&](const ConnectionKey& k) {
+    return k.send ? sends_.count(k) > 0 : recvs_.count(k) > 0;
+  };
+  if (std::all_of(wanted.begin(), wanted.end(), made)) return;  // every call after the first
+  // Several operations may want the same connection: ask for each once, in a stable order
+  // (both ends of a pair sort the same way).
+  std::set<ConnectionKey> mine;
+  for (const ConnectionKey& k : wanted)
+    if (!made(k) && connecting_.count(k) == 0) mine.insert(k);
+  if (!mine.empty()) {
+    connecting_.insert(mine.begin(), mine.end());
+    ++batchesInFlight_;
+    lock.unlock();
+    std::vector<transport::ConnectionRequest> requests;
+    for (const ConnectionKey& k : mine)
+      requests.push_back(transport::ConnectionRequest{
+          k.peer, k.channel, k.send,
+          k.channel >= kLLChannelOffset ? transport::Protocol::kLL : transport::Protocol::kSimple,
+          isRingChannel(k.channel) ? plannerState_->slotBytes() : plannerState_->p2pSlotBytes()});
+    transport::Connections made;
+    std::exception_ptr failed;
+    try {
+      ScopedLogContext context(describe());
+      made = transport::connectAll(*this, requests, 0);
+    } catch (const Error& e) {
+      failed = std::current_exception();
+      lock.lock();
+      connectFailure_ = e.code();
+      connectFailureMessage_ = e.what();
+      lock.unlock();
+    }
+    lock.lock();
+    size_t si = 0, ri = 0;
+    for (const transport::ConnectionRequest& r : requests) {
+      ConnectionKey key{r.peer, r.channel, r.send};
+      connecting_.erase(key);
+      if (failed) continue;
+      if (r.send) {
+        sends_[key] = std::move(made.sends[si++]);
+        tableRow(sendTable_, r.channel)[r.peer] = sends_[key].get();
+      } else {
+        recvs_[key] = std::move(made.recvs[ri++]);
+        tableRow(recvTable_, r.channel)[r.peer] = recvs_[key].get();
+      }
+    }
+    --batchesInFlight_;
+    connectDone_.notify_all();
+    if (failed) std::rethrow_exception(failed);
   }
-  if (missing.empty()) return;
-  std::vector<transport::ConnectionRequest> requests;
-  for (const ConnectionKey& k : missing)
-    requests.push_back(transport::ConnectionRequest{
-        k.peer, k.channel, k.send,
-        k.channel >= kLLChannelOffset ? transport::Protocol::kLL : transport::Protocol::kSimple,
-        isRingChannel(k.channel) ? plannerState_->slotBytes() : plannerState_->p2pSlotBytes()});
-  std::lock_guard<std::mutex> lock(opMutex_);
-  ScopedLogContext context(describe());
-  transport::Connections made = transport::connectAll(*this, requests, 0);
-  size_t si = 0, ri = 0;
-  for (const transport::ConnectionRequest& r : requests) {
-    ConnectionKey key{r.peer, r.channel, r.send};
-    if (r.send) {
-      sends_[key] = std::move(made.sends[si++]);
-      tableRow(sendTable_, r.channel)[r.peer] = sends_[key].get();
-    } else {
-      recvs_[key] = std::move(made.recvs[ri++]);
-      tableRow(recvTable_, r.channel)[r.peer] = recvs_[key].get();
+  // Those that other threads of this rank are making (bounded waits: aborts are checked).
+  for (const ConnectionKey& k : wanted) {
+    while (!made(k)) {
+      if (connecting_.count(k) == 0)
+        throw Error(connectFailure_ != loomSuccess ? connectFailure_ : loomInternalError,
+                    strCat("connection setup failed in another operation of ", describe(), ": ",
+                           connectFailureMessage_));
+      throwIfAborted(&abort_, "connection setup");
+      connectDone_.wait_for(lock, std::chrono::milliseconds(kAbortPollMs));
     }
   }
 }
@@ -322,7 +357,15 @@ void Comm::drainStreams() {
 }
 
 void Comm::releaseResources() {
-  std::lock_guard<std::mutex> exec(executionMutex_);
+  // Waits for other threads' calls to leave: runs (an abort makes them fail fast), then
+  // connection batches.
+  engine_->waitIdle();
+  struct EndExclusive {
+    ProgressEngine& engine;
+    ~EndExclusive() { engine.endExclusive(); }
+  } endExclusive{*engine_};
+  std::unique_lock<std::mutex> connections(connectMutex_);
+  connectDone_.wait(connections, [&] { return batchesInFlight_ == 0; });
   std::lock_guard<std::mutex> lock(opMutex_);
   exchangeNowPlan_->valid = false;  // it points at the connections dropped here
   sendTable_.clear();

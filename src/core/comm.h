@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +50,7 @@ struct RankInfo {
 };
 
 class PlannerState;
+class ProgressEngine;
 class PullPolicy;
 struct ExchangeNowPlan;
 
@@ -76,7 +79,7 @@ class Comm : public loomComm {
   int device() const { return options_.device; }
   const CommOptions& options() const { return options_; }
   const std::vector<RankInfo>& rankInfos() const { return rankInfos_; }
-  // The bootstrap network, for transport setup. Callers hold the communicator's operation.
+  // The bootstrap network, for transport setup (its tagged messages; see connect()).
   Bootstrap& bootstrap() { return *bootstrap_; }
 
   // ---- Data path (executor.cc) ----
@@ -86,11 +89,24 @@ class Comm : public loomComm {
   int channels() const { return channels_; }
   // The planner's per-communicator state (planner_state.h), made at init.
   const PlannerState& plannerState() const { return *plannerState_; }
-  // Connections are made on first use, batch by batch (connectAll), and kept for the
-  // communicator's life. nullptr when not connected yet.
+  // Connections are made on first use, batch by batch (connect), and kept for the
+  // communicator's life. nullptr when not connected yet. Callers hold lockConnections().
   transport::SendConnection* sendConnection(int peer, int channel);
   transport::RecvConnection* recvConnection(int peer, int channel);
+  // Held while looking connections up (planning a call): connect() adds them meanwhile.
+  std::unique_lock<std::mutex> lockConnections() {
+    return std::unique_lock<std::mutex>(connectMutex_);
+  }
   // Connects the missing ones of `wanted` (peer, channel, send?) with their peers.
+  //
+  // The rule, with several operations in flight. Each call claims the missing connections
+  // nobody is making yet and makes them in one batch with the peers (bootstrap messages are
+  // matched by sender and tag, so batches of different threads run side by side); then it
+  // waits for those that other threads of this rank are making. No lock is held while a batch
+  // waits for a peer, and the operations already running keep progressing (their driver does
+  // not make connections). So a batch waits only for the peers' operations that need the same
+  // connections, which they post anyway - as they would for the data - and a rank whose
+  // streams reach connection setup in a different order than its peer's cannot deadlock.
   struct ConnectionKey {
     int peer;
     int channel;
@@ -102,12 +118,14 @@ class Comm : public loomComm {
     }
   };
   void connect(const std::vector<ConnectionKey>& wanted);
-  // Held while operations of this communicator move data (one executor at a time).
-  std::mutex& executionMutex() { return executionMutex_; }
+  // Runs this communicator's operations together (progress_engine.h).
+  ProgressEngine& engine() { return *engine_; }
   AbortFlag abortFlag() const { return &abort_; }
-  // Whether a call's steps may be pulled with CMA (pull_policy.h); used under executionMutex().
+  // Whether a call's steps may be pulled with CMA (pull_policy.h); used under the engine's
+  // lock (ProgressEngine::enter, ::locked).
   PullPolicy& pullPolicy() { return *pullPolicy_; }
-  // The fast path's plan for the last small AllReduce (exchange_now.h); under executionMutex().
+  // The fast path's plan for the last small AllReduce (exchange_now.h); used while driving
+  // alone (ProgressEngine::tryExclusive).
   ExchangeNowPlan& exchangeNowPlan() { return *exchangeNowPlan_; }
   // Numbers operations, for messages ("AllReduce #12").
   uint64_t nextOpNumber() { return ++opCounter_; }
@@ -157,7 +175,9 @@ class Comm : public loomComm {
   std::atomic<bool> abort_{false};
   std::atomic<loomResult_t> state_{loomInProgress};
   bool finalized_ = false;
-  std::mutex opMutex_;  // held by every operation that uses the bootstrap
+  // Held by every operation that uses the bootstrap ring (init, split, finalize). Connection
+  // setup uses tagged messages only, which any thread may send and receive (connect()).
+  std::mutex opMutex_;
   std::thread worker_;  // a non-blocking init
   std::unique_ptr<Bootstrap> bootstrap_;
   std::vector<RankInfo> rankInfos_;
@@ -180,7 +200,15 @@ class Comm : public loomComm {
     if (table[ch].empty()) table[ch].assign(static_cast<size_t>(nranks_), nullptr);
     return table[ch];
   }
-  std::mutex executionMutex_;
+  std::unique_ptr<ProgressEngine> engine_;
+  // Guards sends_, recvs_, their tables and the setup bookkeeping below; never held while a
+  // batch waits for a peer.
+  std::mutex connectMutex_;
+  std::condition_variable connectDone_;  // a batch ended
+  std::set<ConnectionKey> connecting_;   // claimed by a batch in progress
+  int batchesInFlight_ = 0;
+  loomResult_t connectFailure_ = loomSuccess;  // of the last batch that failed
+  std::string connectFailureMessage_;
   std::atomic<uint64_t> opCounter_{0};
   std::mutex customOpsMutex_;
   std::vector<std::unique_ptr<CustomOp>> customOps_;  // index = op - loomNumOps

@@ -9,6 +9,7 @@
 #include "src/core/error.h"
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
+#include "src/core/progress_engine.h"
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
@@ -173,9 +174,18 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
 bool runExchangeNow(CollOp& op) {
   Comm& c = *op.comm;
   if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
-  std::unique_lock<std::mutex> lock(c.executionMutex());
+  // Only alone: beside other runs the general path keeps the order on shared connections.
+  ProgressEngine& engine = c.engine();
+  if (!engine.tryExclusive()) return false;
+  struct EndExclusive {
+    ProgressEngine& engine;
+    ~EndExclusive() { engine.endExclusive(); }
+  } endExclusive{engine};
   ExchangeNowPlan& plan = c.exchangeNowPlan();
-  if (!plan.matches(op) && !makePlan(op, plan)) return false;
+  if (!plan.matches(op)) {
+    std::unique_lock<std::mutex> connections = c.lockConnections();
+    if (!makePlan(op, plan)) return false;
+  }
   const uint64_t number = c.nextOpNumber();
   ++tlsFastCalls;
   TaskLabel labels[kMaxExchangeNowLanes];

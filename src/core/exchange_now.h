@@ -23,8 +23,9 @@ inline constexpr int kMaxExchangeNowLanes = 2;
 // connections, slices and signature of each channel with data. A training loop repeats the
 // same few shapes, and working them out again on every call (looking connections up, zeroing
 // the links) was a fifth of an 8 B call's own work, so each communicator keeps the last one
-// (Comm::exchangeNowPlan(), used under its execution mutex). Connections live as long as the
-// communicator, except that releasing its resources drops them: that clears the plan too.
+// (Comm::exchangeNowPlan(), used while it drives alone: ProgressEngine::tryExclusive). Connections
+// live as long as the communicator, except that releasing its resources drops them: that clears the
+// plan too.
 struct ExchangeNowPlan {
   struct Lane {
     TaskLinks out, in;

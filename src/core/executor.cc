@@ -13,6 +13,7 @@
 #include "src/core/logging.h"
 #include "src/core/planner.h"
 #include "src/core/planner_state.h"
+#include "src/core/progress_engine.h"
 #include "src/core/pull_policy.h"
 #include "src/core/schedules.h"
 #include "src/core/task_loop.h"
@@ -31,17 +32,21 @@ struct Overlap {
 // What one call needs besides its tasks, kept per thread and reused: once warm, a call
 // allocates nothing here (clear() keeps capacity).
 struct Scratch {
-  std::vector<Comm*> comms;
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<Comm*> comms;                         // sorted, distinct: one run each
+  std::vector<std::unique_lock<std::mutex>> locks;  // their connection tables, while planning
   std::vector<Comm::ConnectionKey> wanted;
   std::vector<std::unique_ptr<PrimTask>> tasks;
-  // (connection, task index) for every link of every task, sorted: neighbours are the order in
-  // which tasks use a connection.
-  std::vector<std::pair<const void*, size_t>> uses;
-  std::vector<TasksBefore> before;
-  std::vector<PrimTask*> taskPtrs;  // tasks, as runTaskLoop takes them
+  std::vector<Comm*> taskComm;      // per task
+  std::vector<PrimTask*> taskPtrs;  // tasks grouped by communicator, each in submission order
+  std::vector<TasksBefore> before;  // per entry of taskPtrs
+  std::vector<ConnectionUse> uses;  // of one run, sorted: neighbours are the order of use
+  std::vector<ConnectionUse> firstUses, lastUses;
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
+  // Per communicator c, [x[c], x[c + 1]) is its run's range of each array above.
+  std::vector<size_t> taskBegin, useBegin, sendBegin, recvBegin;
+  std::vector<std::unique_ptr<Run>> runs;  // grows only: a Run must not move
+  std::vector<Run*> runPtrs;
   struct Interval {
     uintptr_t begin, end;  // [begin, end) of a Recv buffer
     size_t op;
@@ -57,7 +62,8 @@ using Interval = Scratch::Interval;
 // Such a Send is marked (its peer must get a copy, never read that memory in place) and the
 // Recv's task is gated on the Send's (step i of the receive overwrites only what step i of the
 // send has copied out). Both must then start at the same address: other overlaps have no
-// order that works, so they are refused.
+// order that works, so they are refused. Buffers of different communicators are different
+// ranks' memory (their runs may be driven by different threads): they are not paired.
 void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
   auto& received = scratch.received;
   received.clear();
@@ -77,7 +83,7 @@ void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
     const uintptr_t end = begin + op.count * dataTypeSize(op.type);
     for (const Interval& r : received) {
       if (r.begin >= end) break;  // sorted: no later one overlaps
-      if (r.end <= begin) continue;
+      if (r.end <= begin || ops[r.op].comm != op.comm) continue;
       LOOM_ENFORCE(r.begin == begin, InvalidUsage, "rank ", op.comm->rank(),
                    ": a loomSend buffer and a loomRecv buffer of one group overlap at "
                    "different offsets; use the very same buffer (in place) or separate ones");
@@ -86,7 +92,7 @@ void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
     }
   }
 }
-void runLocked(std::vector<CollOp>& ops, Scratch& scratch);
+void runPlanned(std::vector<CollOp>& ops, Scratch& scratch);
 
 }  // namespace
 
@@ -94,8 +100,6 @@ void runOps(std::vector<CollOp>& ops) {
   if (ops.empty()) return;
   if (ops.size() == 1 && runExchangeNow(ops.front())) return;
   thread_local Scratch scratch;
-  // One executor per communicator at a time; lock in a fixed order so groups spanning several
-  // communicators cannot deadlock against each other.
   std::vector<Comm*>& comms = scratch.comms;
   comms.clear();
   for (const CollOp& op : ops) comms.push_back(op.comm.get());
@@ -103,25 +107,21 @@ void runOps(std::vector<CollOp>& ops) {
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
   // Every communicator of the group reports the error (a group's own calls have none).
   try {
-    // Before anything is locked or connected: a refused group leaves the communicators usable.
+    // Before anything is connected: a refused group leaves the communicators usable.
     findOverwrittenInputs(ops, scratch);
   } catch (const Error& e) {
     for (Comm* c : comms) c->setLastError(e.what());
     throw;
   }
-  scratch.locks.clear();
-  for (Comm* c : comms) scratch.locks.emplace_back(c->executionMutex());
   try {
-    runLocked(ops, scratch);
+    runPlanned(ops, scratch);
   } catch (const Error& e) {
     for (Comm* c : comms) {
       c->setLastError(e.what());
       c->markFailed(e.code());
     }
-    scratch.locks.clear();
     throw;
   }
-  scratch.locks.clear();
 }
 
 namespace {
@@ -188,68 +188,132 @@ void planSelfCopies(std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies) {
   }
 }
 
-// Tasks sharing a connection run in submission order: a task may step only once the task
-// before it on each of its connections is done (which implies all earlier ones are).
-void orderByConnection(Scratch& scratch) {
-  auto& uses = scratch.uses;
-  auto& tasks = scratch.tasks;
-  uses.clear();
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const TaskLinks& l = tasks[i]->links();
-    for (int k = 0; k < l.nsend; ++k) uses.push_back({l.send[k], i});
-    for (int k = 0; k < l.nrecv; ++k) uses.push_back({l.recv[k], i});
+// Groups the tasks by communicator into one run each. Tasks sharing a connection run in
+// submission order: a task may step only once the task before it on each of its connections is
+// done (which implies all earlier ones are). Connections belong to one communicator, so the
+// order is worked out run by run; the engine links a run to the earlier ones (first and last
+// uses).
+void buildRuns(Scratch& s) {
+  const size_t nc = s.comms.size();
+  s.taskPtrs.clear();
+  s.taskBegin.assign(nc + 1, 0);
+  for (size_t c = 0; c < nc; ++c) {
+    s.taskBegin[c] = s.taskPtrs.size();
+    for (size_t i = 0; i < s.tasks.size(); ++i)
+      if (nc == 1 || s.taskComm[i] == s.comms[c]) s.taskPtrs.push_back(s.tasks[i].get());
   }
-  std::sort(uses.begin(), uses.end());
-  scratch.before.assign(tasks.size(), {});
-  for (size_t u = 1; u < uses.size(); ++u) {
-    if (uses[u].first != uses[u - 1].first) continue;
-    auto& slots = scratch.before[uses[u].second];
-    for (auto& slot : slots) {
-      if (slot == nullptr) {
-        slot = tasks[uses[u - 1].second].get();
-        break;
+  s.taskBegin[nc] = s.taskPtrs.size();
+  s.before.assign(s.taskPtrs.size(), {});
+  s.firstUses.clear();
+  s.lastUses.clear();
+  s.sends.clear();
+  s.recvs.clear();
+  s.useBegin.assign(nc + 1, 0);
+  s.sendBegin.assign(nc + 1, 0);
+  s.recvBegin.assign(nc + 1, 0);
+  for (size_t c = 0; c < nc; ++c) {
+    const size_t b = s.taskBegin[c], e = s.taskBegin[c + 1];
+    auto& uses = s.uses;
+    uses.clear();
+    s.useBegin[c] = s.firstUses.size();
+    s.sendBegin[c] = s.sends.size();
+    s.recvBegin[c] = s.recvs.size();
+    for (size_t i = b; i < e; ++i) {
+      const TaskLinks& l = s.taskPtrs[i]->links();
+      for (int k = 0; k < l.nsend; ++k) {
+        uses.push_back({l.send[k], i - b});
+        s.sends.push_back(l.send[k]);
+      }
+      for (int k = 0; k < l.nrecv; ++k) {
+        uses.push_back({l.recv[k], i - b});
+        s.recvs.push_back(l.recv[k]);
       }
     }
+    std::sort(uses.begin(), uses.end());
+    for (size_t u = 0; u < uses.size(); ++u) {
+      const bool first = u == 0 || uses[u].connection != uses[u - 1].connection;
+      const bool last = u + 1 == uses.size() || uses[u + 1].connection != uses[u].connection;
+      if (first) s.firstUses.push_back(uses[u]);
+      if (last) s.lastUses.push_back(uses[u]);
+      if (first) continue;
+      for (auto& slot : s.before[b + uses[u].task]) {
+        if (slot == nullptr) {
+          slot = s.taskPtrs[b + uses[u - 1].task];
+          break;
+        }
+      }
+    }
+    auto dedupe = [](auto& v, size_t from) {
+      std::sort(v.begin() + from, v.end());
+      v.erase(std::unique(v.begin() + from, v.end()), v.end());
+    };
+    dedupe(s.sends, s.sendBegin[c]);
+    dedupe(s.recvs, s.recvBegin[c]);
   }
-  scratch.sends.clear();
-  scratch.recvs.clear();
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const TaskLinks& l = tasks[i]->links();
-    for (int k = 0; k < l.nsend; ++k) scratch.sends.push_back(l.send[k]);
-    for (int k = 0; k < l.nrecv; ++k) scratch.recvs.push_back(l.recv[k]);
+  s.useBegin[nc] = s.firstUses.size();
+  s.sendBegin[nc] = s.sends.size();
+  s.recvBegin[nc] = s.recvs.size();
+  while (s.runs.size() < nc) s.runs.push_back(std::make_unique<Run>());
+  s.runPtrs.clear();
+  for (size_t c = 0; c < nc; ++c) {
+    Run& r = *s.runs[c];
+    auto range = [c](auto& v, const std::vector<size_t>& begin) {
+      return std::span(v.data() + begin[c], begin[c + 1] - begin[c]);
+    };
+    r.tasks = range(s.taskPtrs, s.taskBegin);
+    r.before = range(s.before, s.taskBegin);
+    r.sends = range(s.sends, s.sendBegin);
+    r.recvs = range(s.recvs, s.recvBegin);
+    r.firstUses = range(s.firstUses, s.useBegin);
+    r.lastUses = range(s.lastUses, s.useBegin);
+    s.runPtrs.push_back(&r);
   }
-  std::sort(scratch.sends.begin(), scratch.sends.end());
-  scratch.sends.erase(std::unique(scratch.sends.begin(), scratch.sends.end()), scratch.sends.end());
-  std::sort(scratch.recvs.begin(), scratch.recvs.end());
-  scratch.recvs.erase(std::unique(scratch.recvs.begin(), scratch.recvs.end()), scratch.recvs.end());
 }
 
-void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
-  const std::vector<Comm*>& comms = scratch.comms;
+// A single call chooses whether its steps between processes may be pulled with CMA and reports
+// how long it took (pull_policy.h) when it runs alone; the ops of a group, and a call beside
+// others, pull only in "always" mode. Decided as the call registers, under the engine's lock.
+struct PullChoice {
+  CollOp* op = nullptr;  // the single call, or null for a group
+  PullPolicy::Ticket ticket;
+  std::chrono::steady_clock::time_point start;
+  static void decide(void* self, size_t, bool alone) {
+    PullChoice& p = *static_cast<PullChoice*>(self);
+    CollOp& op = *p.op;
+    PullPolicy& policy = op.comm->pullPolicy();
+    p.ticket = policy.decide(op.kind, op.count * dataTypeSize(op.type));
+    if (!alone) {
+      p.ticket.pull = policy.pullsAlways();
+      p.ticket.group = -1;  // its time would be the other runs' too
+    }
+    op.mayPull = p.ticket.pull;
+    // Only measured calls read the clock (a small call's whole cost is well under a
+    // microsecond).
+    if (p.ticket.group >= 0) p.start = std::chrono::steady_clock::now();
+  }
+};
+
+void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
   connectAll(ops, scratch);
 
   std::vector<std::unique_ptr<PrimTask>>& tasks = scratch.tasks;
   tasks.clear();
+  scratch.taskComm.clear();
   std::vector<CollOp> selfCopies;  // outlives the tasks that refer to it (declared first)
   struct ClearTasks {
     std::vector<std::unique_ptr<PrimTask>>& tasks;
     ~ClearTasks() { tasks.clear(); }
   } clearTasks{tasks};
-  // A single call chooses whether its steps between processes may be pulled with CMA and
-  // reports how long it took (pull_policy.h); the ops of a group pull only in "always" mode.
-  PullPolicy::Ticket pull;
-  if (ops.size() == 1) {
-    CollOp& op = ops.front();
-    pull = op.comm->pullPolicy().decide(op.kind, op.count * dataTypeSize(op.type));
-    op.mayPull = pull.pull;
-  } else {
+  if (ops.size() > 1)
     for (CollOp& op : ops) op.mayPull = op.comm->pullPolicy().pullsAlways();
-  }
-  // Only measured calls read the clock (a small call's whole cost is well under a microsecond).
-  const auto start =
-      pull.group >= 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   bool anySelf = false;
   scratch.firstTask.assign(ops.size(), 0);
+  struct Unlock {
+    std::vector<std::unique_lock<std::mutex>>& locks;
+    ~Unlock() { locks.clear(); }
+  } unlock{scratch.locks};
+  scratch.locks.clear();
+  for (Comm* c : scratch.comms) scratch.locks.push_back(c->lockConnections());
   for (const CollOp& op : ops) {
     if ((op.kind == CollKind::kSend || op.kind == CollKind::kRecv) && op.peer == op.comm->rank()) {
       anySelf = true;
@@ -257,7 +321,9 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
     }
     scratch.firstTask[&op - ops.data()] = tasks.size();
     planOp(op, op.comm->nextOpNumber(), tasks);
+    scratch.taskComm.resize(tasks.size(), op.comm.get());
   }
+  scratch.locks.clear();
   for (const auto& [send, recv] : scratch.overlaps) {
     // A Send or Recv to another rank is one task; to oneself it is a local copy (no gate needed:
     // the copy reads before it writes).
@@ -271,17 +337,24 @@ void runLocked(std::vector<CollOp>& ops, Scratch& scratch) {
       tasks.push_back(std::make_unique<PrimTask>(
           copy, pipeSteps(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false), TaskLinks{},
           TaskLabel{"copy to self"}));
+      scratch.taskComm.push_back(copy.comm.get());
     }
   }
-  orderByConnection(scratch);
-  std::vector<PrimTask*>& taskPtrs = scratch.taskPtrs;
-  taskPtrs.clear();
-  for (auto& t : tasks) taskPtrs.push_back(t.get());
-  runTaskLoop(TaskLoop{taskPtrs, scratch.before, scratch.sends, scratch.recvs, comms});
-  if (pull.group >= 0) {
-    const auto took = std::chrono::steady_clock::now() - start;
-    ops.front().comm->pullPolicy().record(
-        pull, static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
+  buildRuns(scratch);
+  PullChoice pull;
+  RegisterHook hook;
+  if (ops.size() == 1) {
+    pull.op = &ops.front();
+    hook = RegisterHook{&PullChoice::decide, &pull};
+  }
+  driveRuns(scratch.comms, scratch.runPtrs, hook);
+  if (pull.ticket.group >= 0) {
+    const auto took = std::chrono::steady_clock::now() - pull.start;
+    Comm& c = *pull.op->comm;
+    c.engine().locked([&] {
+      c.pullPolicy().record(pull.ticket,
+                            static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
+    });
   }
 }
 

@@ -122,8 +122,8 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
       if (n > 2) {  // every peer, point-to-point connections (two ranks: the ring's)
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
-          out.push_back({p, kP2pChannel, true});
-          out.push_back({p, kP2pChannel, false});
+          out.push_back({p, kCollP2pChannel, true});
+          out.push_back({p, kCollP2pChannel, false});
         }
         break;
       }
@@ -141,8 +141,8 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
     case Algorithm::kDoubling: {
       const DoublingPeers peers = doublingPeers(n, me);
       for (int i = 0; i < peers.count; ++i) {
-        out.push_back({peers.peer[i], kP2pChannel, true});
-        out.push_back({peers.peer[i], kP2pChannel, false});
+        out.push_back({peers.peer[i], kCollP2pChannel, true});
+        out.push_back({peers.peer[i], kCollP2pChannel, false});
       }
       break;
     }
@@ -181,8 +181,8 @@ void wantedConnections(const CollOp& op, std::vector<Comm::ConnectionKey>& out) 
       if (op.kind == CollKind::kAlltoAll) {
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
-          out.push_back({p, kP2pChannel, true});
-          out.push_back({p, kP2pChannel, false});
+          out.push_back({p, kCollP2pChannel, true});
+          out.push_back({p, kCollP2pChannel, false});
         }
       }
       break;
@@ -312,7 +312,7 @@ struct Planner {
     // point-to-point connection has the same slots, so all ranks agree).
     size_t chunk = SIZE_MAX;
     for (int i = 0; i < peers.count; ++i) {
-      transport::SendConnection* conn = c.sendConnection(peers.peer[i], kP2pChannel + off);
+      transport::SendConnection* conn = c.sendConnection(peers.peer[i], kCollP2pChannel + off);
       LOOM_ENFORCE(conn != nullptr, InternalError,
                    "doubling AllReduce planned before its connections were made");
       chunk = std::min(chunk, chunkFor(conn));
@@ -330,8 +330,8 @@ struct Planner {
     };
     const int x = d.extraPeer;
     if (d.extra) {
-      add(steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel), label("input", x, -1));
-      add(steps(Prim::kRecv, false), ringLinks(-1, x, kP2pChannel), label("result", -1, x));
+      add(steps(Prim::kSend, false), ringLinks(x, -1, kCollP2pChannel), label("input", x, -1));
+      add(steps(Prim::kRecv, false), ringLinks(-1, x, kCollP2pChannel), label("result", -1, x));
       return;
     }
     CollOp partial = op;  // reads what the previous fold wrote
@@ -339,7 +339,7 @@ struct Planner {
     partial.inputHasPreOp = true;
     const PrimTask* last = nullptr;  // the fold that wrote the output last
     if (x >= 0) {
-      PrimTask* fold = add(steps(Prim::kRecvReduceCopy, false), ringLinks(-1, x, kP2pChannel),
+      PrimTask* fold = add(steps(Prim::kRecvReduceCopy, false), ringLinks(-1, x, kCollP2pChannel),
                            label("fold", -1, x));
       fold->setInputPosition(0);  // this rank's first: it is the lower one
       last = fold;
@@ -347,8 +347,8 @@ struct Planner {
     for (int k = 0; k < d.rounds; ++k) {
       const int partner = algo::doublingPartner(me, k);
       const bool final = k + 1 == d.rounds;
-      const TaskLinks out = ringLinks(partner, -1, kP2pChannel);
-      const TaskLinks in = ringLinks(-1, partner, kP2pChannel);
+      const TaskLinks out = ringLinks(partner, -1, kCollP2pChannel);
+      const TaskLinks in = ringLinks(-1, partner, kCollP2pChannel);
       PrimTask *send, *fold;
       if (last != nullptr) {
         send = addOwned(partial, steps(Prim::kSend, false), out, label("send", partner, -1), last);
@@ -365,7 +365,7 @@ struct Planner {
       last = fold;
     }
     if (x >= 0)
-      addOwned(partial, steps(Prim::kSend, false), ringLinks(x, -1, kP2pChannel),
+      addOwned(partial, steps(Prim::kSend, false), ringLinks(x, -1, kCollP2pChannel),
                label("result", x, -1), last);
   }
 
@@ -490,9 +490,9 @@ struct Planner {
           continue;
         }
         add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
-            ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
+            ringLinks(st.sendPeer, -1, kCollP2pChannel), toRank(st.sendPeer));
         add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
-            ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer));
+            ringLinks(-1, st.recvPeer, kCollP2pChannel), fromRank(st.recvPeer));
       }
     } else {
       // In place: the block from rank p lands where the block for rank p is read from, so the
@@ -503,13 +503,14 @@ struct Planner {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) continue;  // the own block stays where it is
         sendTo[st.sendPeer] = add(pipeSteps(Prim::kSend, st.sendOffset, 0, st.count, chunk, false),
-                                  ringLinks(st.sendPeer, -1, kP2pChannel), toRank(st.sendPeer));
+                                  ringLinks(st.sendPeer, -1, kCollP2pChannel), toRank(st.sendPeer));
       }
       for (int s = 0; s < n; ++s) {
         algo::AllToAllStep st = algo::allToAllStep(n, me, s, op.count);
         if (st.local) continue;
         add(pipeSteps(Prim::kRecv, 0, st.recvOffset, st.count, chunk, false),
-            ringLinks(-1, st.recvPeer, kP2pChannel), fromRank(st.recvPeer), sendTo[st.recvPeer]);
+            ringLinks(-1, st.recvPeer, kCollP2pChannel), fromRank(st.recvPeer),
+            sendTo[st.recvPeer]);
       }
     }
   }
@@ -539,9 +540,11 @@ void planOp(const CollOp& op, uint64_t number, std::vector<std::unique_ptr<PrimT
   } else if (a == Algorithm::kDirect) {
     size_t slot = kLocalChunkBytes;
     if (c.nranks() > 1) {
-      int peer = op.kind == CollKind::kAlltoAll ? (c.rank() + 1) % c.nranks() : op.peer;
-      slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, kP2pChannel + p.off)->slotBytes()
-                                        : c.sendConnection(peer, kP2pChannel + p.off)->slotBytes();
+      const bool all = op.kind == CollKind::kAlltoAll;
+      const int peer = all ? (c.rank() + 1) % c.nranks() : op.peer;
+      const int id = (all ? kCollP2pChannel : kP2pChannel) + p.off;
+      slot = op.kind == CollKind::kRecv ? c.recvConnection(peer, id)->slotBytes()
+                                        : c.sendConnection(peer, id)->slotBytes();
       // AlltoAll's peers may sit behind different transports: one piece size for all.
       if (op.kind == CollKind::kAlltoAll) slot = std::min(slot, p.commonSlotBytes());
     }
@@ -564,7 +567,7 @@ bool exchangeLinks(const CollOp& op, int channel, TaskLinks& out, TaskLinks& in,
   Comm& c = *op.comm;
   const int n = c.nranks(), me = c.rank();
   const size_t elem = dataTypeSize(op.type), align = std::max<size_t>(1, 64 / elem);
-  const int id = (n == 2 ? channel : kP2pChannel) + protocolOffset(op);
+  const int id = (n == 2 ? channel : kCollP2pChannel) + protocolOffset(op);
   const size_t env = c.plannerState().slotBytes();
   const size_t common =
       op.protocol == transport::Protocol::kLL ? std::min(env, transport::shm::kLLSlotBytes) : env;

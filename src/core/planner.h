@@ -29,11 +29,15 @@ const char* algorithmName(Algorithm a);
 // over shared memory).
 void choosePlan(CollOp& op);
 
-// Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, point-to-point 64;
-// the LL protocol uses the same ids plus kLLChannelOffset (its own connections: the memory
+// Connection channel ids: rings use 0..15, trees 32 + 16 * tree + channel, Send/Recv 64, and
+// the collectives that talk to peers directly (AlltoAll, the exchange and doubling AllReduce)
+// 65: Send/Recv on one stream and a collective on another may run at once, in any order
+// relative to each other, so they must not share connections (whose slots match in order).
+// The LL protocol uses the same ids plus kLLChannelOffset (its own connections: the memory
 // layout differs).
 inline constexpr int kTreeChannelBase = 32;
 inline constexpr int kP2pChannel = 64;
+inline constexpr int kCollP2pChannel = 65;
 // Hierarchical AllReduce: inter-node rings on 80 + channel, intra-node rings on 96 + channel.
 inline constexpr int kHierInterChannelBase = 80;
 inline constexpr int kHierIntraChannelBase = 96;

@@ -1,32 +1,22 @@
-// The executor's progress loop: pump the connections, step every task that may step, and
-// wait (Backoff) while nothing moves; throw on abort and after the communicators' timeout
-// without progress; then drain the sends. Shared by the general path (runLocked: any group,
-// planned tasks) and the fast path for one small call (executor.cc: tasks on the stack).
+// The executor's progress loop: a thread submits its runs (progress_engine.h: one per
+// communicator of its call) and, while it is the driver of a communicator, pumps the
+// connections and steps every task of every active run there that may step; it waits
+// (Backoff) while nothing moves, throws on abort and after the communicators' timeout without
+// progress, and retires each run once its tasks are done and its sends drained. A thread that
+// drives nothing waits for its runs to be finished by the driver or for the role to be handed
+// over. Shared by every call of the general path (executor.cc: any group, planned tasks).
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <span>
 #include <string>
 
-#include "src/core/prim_task.h"
+#include "src/core/progress_engine.h"
 
 namespace loom {
 
 class Comm;
-
-// Per task: the tasks just before it on each of its connections (nullptr: none). A task may
-// step only once all of them are done.
-using TasksBefore = std::array<const PrimTask*, 2 * kMaxTaskPeers>;
-
-struct TaskLoop {
-  std::span<PrimTask* const> tasks;
-  std::span<const TasksBefore> before;                // empty: every task may always step
-  std::span<transport::SendConnection* const> sends;  // every connection the tasks use, once
-  std::span<transport::RecvConnection* const> recvs;
-  std::span<Comm* const> comms;  // their aborts and timeouts apply
-};
 
 // The communicators' timeout for a call over `comms`: the smallest non-zero one, 0 (wait
 // forever) when all are 0.
@@ -34,8 +24,16 @@ std::chrono::milliseconds callTimeout(std::span<Comm* const> comms);
 // Throws TimeoutError: nothing moved for `timeout`; `waiting` lists what each part waits for.
 [[noreturn]] void throwStalled(std::chrono::milliseconds timeout, const std::string& waiting);
 
-// Runs until every task is done and every send drained. Throws TimeoutError (naming what
-// each unfinished task waits for), an abort's error, or what a task or connection throws.
-void runTaskLoop(const TaskLoop& loop);
+// Called with the engine of comms[i] locked as runs[i] registers (alone: no other run there).
+struct RegisterHook {
+  void (*call)(void* context, size_t index, bool alone) = nullptr;
+  void* context = nullptr;
+};
+
+// Registers runs[i] on comms[i]'s engine (comms sorted, distinct) and returns once every one
+// is finished. Throws the first run's error: a TimeoutError naming what each unfinished task
+// of the communicator waits for, an abort's error, or what a task or connection threw. A
+// failure while driving fails every active run of that communicator with the same error.
+void driveRuns(std::span<Comm* const> comms, std::span<Run* const> runs, RegisterHook hook = {});
 
 }  // namespace loom

@@ -9,6 +9,10 @@
 // "until-error": AllReduces of 8 floats until one fails (a peer killed by the test),
 // printing "running" after the first 200; prints "error <code>: <message>" and exits 10 +
 // code. "until-error-large": the same with 4 MiB (the general path, several steps).
+// "streams-p2p": receives from every peer posted on one host stream before the sends on
+// another, an AllReduce on a third, every result checked. "streams-until-error": such rounds
+// (receives first) until one fails, printing "running" after the first 50, then as
+// "until-error".
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +86,108 @@ void ring(loomComm_t comm, int n, int rank) {
   }
 }
 
+// Element i of a round's message src -> dst.
+int32_t p2pValue(int src, int dst, int round, size_t i) {
+  return static_cast<int32_t>(
+      (static_cast<uint32_t>(src + 1) * 1000003u) ^ (static_cast<uint32_t>(dst + 1) * 7919u) ^
+      (static_cast<uint32_t>(round) * 104729u) ^ (static_cast<uint32_t>(i) * 2654435761u));
+}
+
+// Three host streams of one communicator, destroyed (synchronized) at the end.
+struct RankStreams {
+  explicit RankStreams(loomComm_t comm) : comm(comm) {
+    for (loomStream_t& s : streams) check(loomStreamCreate(comm, &s), "loomStreamCreate", comm);
+  }
+  ~RankStreams() {
+    for (loomStream_t s : streams) loomStreamDestroy(s);
+  }
+  loomResult_t synchronize() {
+    for (loomStream_t s : streams) {
+      const loomResult_t r = loomStreamSynchronize(s);
+      if (r != loomSuccess) return r;
+    }
+    return loomSuccess;
+  }
+  loomComm_t comm;
+  loomStream_t streams[3] = {};
+};
+
+// One round: receives from every peer on stream 0, then an AllReduce on stream 2, then the
+// sends on stream 1. Returns the first error; checks every result when `verify`.
+loomResult_t p2pRound(RankStreams& rs, int n, int rank, int round, size_t count, bool verify) {
+  loomComm_t comm = rs.comm;
+  std::vector<std::vector<int32_t>> in(n), out(n);
+  std::vector<int32_t> sum(count);
+  for (size_t i = 0; i < count; ++i) sum[i] = p2pValue(rank, rank, round, i) % 1000;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    in[p].assign(count, -1);
+    out[p].resize(count);
+    for (size_t i = 0; i < count; ++i) out[p][i] = p2pValue(rank, p, round, i);
+  }
+  auto post = [&]() -> loomResult_t {
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      loomResult_t r = loomRecv(in[p].data(), count, loomInt32, p, comm, rs.streams[0]);
+      if (r != loomSuccess) return r;
+    }
+    loomResult_t r =
+        loomAllReduce(sum.data(), sum.data(), count, loomInt32, loomSum, comm, rs.streams[2]);
+    if (r != loomSuccess) return r;
+    for (int p = 0; p < n; ++p) {
+      if (p == rank) continue;
+      r = loomSend(out[p].data(), count, loomInt32, p, comm, rs.streams[1]);
+      if (r != loomSuccess) return r;
+    }
+    return loomSuccess;
+  };
+  const loomResult_t posted = post();
+  // The buffers must outlive the operations. A stream's error is the operation's own; a post
+  // after it may only see that the communicator failed.
+  const loomResult_t synced = rs.synchronize();
+  const loomResult_t r = synced != loomSuccess ? synced : posted;
+  if (r != loomSuccess || !verify) return r;
+  const std::string where = "round " + std::to_string(round) + " count " + std::to_string(count);
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    for (size_t i = 0; i < count; ++i)
+      if (in[p][i] != p2pValue(p, rank, round, i))
+        fail(where + ": element " + std::to_string(i) + " from rank " + std::to_string(p) + " is " +
+             std::to_string(in[p][i]));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    int32_t want = 0;
+    for (int q = 0; q < n; ++q) want += p2pValue(q, q, round, i) % 1000;
+    if (sum[i] != want)
+      fail(where + ": AllReduce element " + std::to_string(i) + " is " + std::to_string(sum[i]) +
+           ", expected " + std::to_string(want));
+  }
+  return loomSuccess;
+}
+
+void streamsP2p(loomComm_t comm, int n, int rank) {
+  RankStreams rs(comm);
+  int round = 0;
+  for (size_t count : {1, 7, 4099, 100003, 1000003})
+    check(p2pRound(rs, n, rank, round++, count, true), "streams-p2p", comm);
+}
+
+int streamsUntilError(loomComm_t comm, int n, int rank) {
+  RankStreams rs(comm);
+  for (int round = 1;; ++round) {
+    const loomResult_t r = p2pRound(rs, n, rank, round, 4099, false);
+    if (r != loomSuccess) {
+      std::printf("error %d: %s\n", static_cast<int>(r), loomGetLastError(comm));
+      std::fflush(stdout);
+      return 10 + static_cast<int>(r);
+    }
+    if (round == 50) {
+      std::printf("running\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
 // Returns the exit code: 10 + the first error's code.
 int allReduceUntilError(loomComm_t comm, size_t count) {
   std::vector<float> in(count, 1.0f), out(count);
@@ -114,6 +220,7 @@ int main(int argc, char** argv) {
   check(loomCommInitRank(&comm, n, id, rank), "loomCommInitRank", nullptr);
   if (scenario == "until-error") return allReduceUntilError(comm, 8);
   if (scenario == "until-error-large") return allReduceUntilError(comm, size_t{1} << 20);
+  if (scenario == "streams-until-error") return streamsUntilError(comm, n, rank);
   const bool all = scenario == "all";
   bool known = false;
   auto run = [&](const char* name, auto body) {
@@ -128,6 +235,10 @@ int main(int argc, char** argv) {
   run("reducescatter", [&] { collective(Kind::kReduceScatter, comm, n, rank); });
   run("reduce", [&] { collective(Kind::kReduce, comm, n, rank); });
   run("ring", [&] { ring(comm, n, rank); });
+  if (scenario == "streams-p2p") {  // not part of "all"
+    known = true;
+    streamsP2p(comm, n, rank);
+  }
   if (!known) fail("unknown scenario " + scenario);
   check(loomCommFinalize(comm), "loomCommFinalize", comm);
   check(loomCommDestroy(comm), "loomCommDestroy", nullptr);

@@ -25,6 +25,7 @@ add_executable(loom_coll_tests
   ${loom_coll_dir}/p2p_group_test.cc
   ${loom_coll_dir}/group_test.cc
   ${loom_coll_dir}/stream_test.cc
+  ${loom_coll_dir}/stream_p2p_test.cc
   ${loom_coll_dir}/coll_bad_input_test.cc
   ${loom_coll_dir}/process_coll_test.cc
   ${loom_coll_dir}/protocol_algo_test.cc

@@ -72,8 +72,11 @@ TEST_P(CollProcesses, EveryRankGetsTheRightResult) {
 }
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
-  return std::get<0>(info.param) + "_n" + std::to_string(std::get<1>(info.param)) + "_" +
-         std::get<2>(info.param);
+  std::string name = std::get<0>(info.param) + "_n" + std::to_string(std::get<1>(info.param)) +
+                     "_" + std::get<2>(info.param);
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -88,10 +91,18 @@ INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
                                            Param{"all", 3, "shmstream"}),
                          paramName);
 
+// Receives posted before sends on other host streams of one communicator, beside an AllReduce.
+INSTANTIATE_TEST_SUITE_P(StreamP2p, CollProcesses,
+                         ::testing::Combine(::testing::Values("streams-p2p"),
+                                            ::testing::Values(2, 3),
+                                            ::testing::Values("shm", "socket")),
+                         paramName);
+
 // A rank killed in the middle of a stream of AllReduces (small: the exchange's fast path over
 // shared memory, recursive doubling over TCP; large: the ring, the general path): every other
 // rank's call fails with an error that says a peer is gone, well before LOOM_TIMEOUT, instead
-// of hanging.
+// of hanging. The same while every rank waits on host streams for receives posted before
+// its sends (streams-until-error).
 using KillParam = std::tuple<std::string, std::string>;  // scenario, transport
 class PeerKilledDuringAllReduce : public ::testing::TestWithParam<KillParam> {};
 
@@ -129,7 +140,8 @@ std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PeerKilledDuringAllReduce,
-                         ::testing::Combine(::testing::Values("until-error", "until-error-large"),
+                         ::testing::Combine(::testing::Values("until-error", "until-error-large",
+                                                              "streams-until-error"),
                                             ::testing::Values("shm", "socket")),
                          killName);
 
