@@ -15,11 +15,35 @@ installed package does not depend on the build tree.
 import glob
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+
+def import_torch_of_this_interpreter():
+    """pip builds in an isolated environment that hides the interpreter's own site-packages,
+    where torch is installed (a build requirement on torch would download all of it again).
+    The extension must be built against that very torch: look for it there, after the
+    isolated environment's own paths."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        for path in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"),
+                     site.getusersitepackages()):
+            if path and path not in sys.path and os.path.isdir(os.path.join(path, "torch")):
+                sys.path.append(path)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            sys.exit("loom_torch: torch is not installed for " + sys.executable +
+                     "; install it first: bash bindings/torch/install_torch.sh")
+
+
+import_torch_of_this_interpreter()
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
 package_dir = os.path.join(here, "loom_torch")
