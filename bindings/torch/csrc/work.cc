@@ -127,11 +127,6 @@ void Lane::submit(const c10::intrusive_ptr<LoomWork>& work,
   added_.notify_one();
 }
 
-void Lane::failAll(std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& work : queue_) work->fail(error);
-}
-
 void Lane::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   drained_.wait(lock, [&] { return queue_.empty(); });

@@ -83,8 +83,6 @@ class Lane {
   // them and hands `work` to the completion thread. A launch that throws leaves nothing queued.
   void submit(const c10::intrusive_ptr<LoomWork>& work,
               const std::function<void(loomStream_t)>& launch);
-  // Fails every queued work with `error` (the communicator is gone).
-  void failAll(std::exception_ptr error);
   // Returns once every submitted work has finished, copy-outs included.
   void drain();
 

@@ -12,7 +12,7 @@ between hosts). CUDA tensors are refused until loom's CUDA communicators are ava
 
 from datetime import timedelta
 
-import torch
+import torch  # noqa: F401  (loads libtorch, which _C links against)
 import torch.distributed as dist
 
 from . import _C

@@ -21,7 +21,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _child(body, rank, world, port, args, pg_timeout, errors):
+def _child(body, rank, world, port, args, pg_timeout, import_package, errors):
     try:
         os.environ.update(
             MASTER_ADDR="127.0.0.1",
@@ -33,7 +33,8 @@ def _child(body, rank, world, port, args, pg_timeout, errors):
         )
         import torch.distributed as dist
 
-        import loom_torch  # noqa: F401  (registers "loom")
+        if import_package:
+            import loom_torch  # noqa: F401  (registers "loom")
 
         dist.init_process_group("loom", timeout=timedelta(seconds=pg_timeout))
         body(rank, world, *args)
@@ -44,17 +45,22 @@ def _child(body, rank, world, port, args, pg_timeout, errors):
         raise SystemExit(1)
 
 
-def run_ranks(body, world, *args, timeout=240, pg_timeout=60, expect_exit=None):
+def run_ranks(body, world, *args, timeout=240, pg_timeout=60, expect_exit=None,
+              import_package=True):
     """Runs body on `world` ranks; raises AssertionError with every failing rank's traceback.
 
     expect_exit maps ranks to the exit code they are meant to end with (a rank that kills
-    itself on purpose); other ranks must exit 0.
+    itself on purpose); other ranks must exit 0. import_package=False leaves finding the
+    backend to torch (the entry point of the installed package).
     """
     expect_exit = expect_exit or {}
     port = free_port()
     errors = _CTX.Queue()
     procs = [
-        _CTX.Process(target=_child, args=(body, r, world, port, args, pg_timeout, errors))
+        _CTX.Process(
+            target=_child,
+            args=(body, r, world, port, args, pg_timeout, import_package, errors),
+        )
         for r in range(world)
     ]
     for p in procs:

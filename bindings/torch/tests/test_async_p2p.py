@@ -53,6 +53,21 @@ def futures_body(rank, world):
     assert seq > 0
 
 
+def entry_point_body(rank, world):
+    import sys
+
+    assert dist.get_backend() == "loom"
+    assert "loom_torch" in sys.modules  # torch loaded it through the entry point
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((3,), float(world)))
+
+
+def test_found_through_the_entry_point():
+    # Runs against the installed package: the entry point lives in its metadata.
+    run_ranks(entry_point_body, 2, import_package=False)
+
+
 def test_futures_complete_by_themselves():
     run_ranks(futures_body, 3)
 
@@ -96,8 +111,7 @@ def p2p_body(rank, world, order, wait_reversed):
 @pytest.mark.parametrize("order", ORDERS, ids=["-".join(o) for o in ORDERS])
 @pytest.mark.parametrize("wait_reversed", [False, True], ids=["wait-in-order", "wait-reversed"])
 def test_isend_irecv_any_posting_order(order, wait_reversed):
-    # Needs loom to progress a blocked receive and a send of one communicator on different
-    # host streams together (branch p2p); with one operation per communicator at a time, two
-    # ranks that both post first what the other posts second wait for each other until the
-    # group's timeout.
+    # Each send and receive runs on its own loom host stream, and loom progresses independent
+    # point-to-point operations of one communicator together: a rank's blocked irecv never
+    # holds up its isend. The short group timeout turns a deadlock into a failure.
     run_ranks(p2p_body, 2, order, wait_reversed, timeout=60, pg_timeout=20)
