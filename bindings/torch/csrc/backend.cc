@@ -74,7 +74,7 @@ int LoomBackend::checkPeer(int peer, const char* name) const {
 }
 
 c10::intrusive_ptr<LoomWork> LoomBackend::makeWork(c10d::OpType type, const char* name,
-                                                   std::vector<at::Tensor> outputs) {
+                                                   std::vector<at::Tensor> outputs, bool asyncOp) {
   liveComm(name);
   if (coalescing_) {
     // The group's work stands for every operation of the group.
@@ -82,8 +82,10 @@ c10::intrusive_ptr<LoomWork> LoomBackend::makeWork(c10d::OpType type, const char
     return coalescedWork_;
   }
   ++seq_;
-  return c10::make_intrusive<LoomWork>(rank_, type, name, std::move(outputs), seq_,
-                                       [this](const std::string& why) { abortWith(why); });
+  auto work = c10::make_intrusive<LoomWork>(rank_, type, name, std::move(outputs), seq_,
+                                            [this](const std::string& why) { abortWith(why); });
+  work->setWatched(asyncOp);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> LoomBackend::run(Lane& lane,

@@ -126,8 +126,10 @@ class LoomBackend : public c10d::Backend {
  private:
   using Launch = std::function<void(loomStream_t)>;
   // A new Work (or, while coalescing, the group's Work) for an operation writing `outputs`.
+  // asyncOp false (a blocking call, which torch waits for at once) leaves finishing the work
+  // to that wait.
   c10::intrusive_ptr<LoomWork> makeWork(c10d::OpType type, const char* name,
-                                        std::vector<at::Tensor> outputs);
+                                        std::vector<at::Tensor> outputs, bool asyncOp = true);
   // Submits `launch` on `lane`, or keeps it for endCoalescing.
   c10::intrusive_ptr<c10d::Work> run(Lane& lane, const c10::intrusive_ptr<LoomWork>& work,
                                      Launch launch);

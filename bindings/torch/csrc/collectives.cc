@@ -31,7 +31,7 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::broadcast(std::vector<at::Tensor>& t
   const at::Tensor& t = single(tensors, "broadcast");
   const int root = checkPeer(static_cast<int>(opts.rootRank), "broadcast");
   Lane& lane = laneFor("broadcast");
-  auto work = makeWork(c10d::OpType::BROADCAST, "broadcast", one(t));
+  auto work = makeWork(c10d::OpType::BROADCAST, "broadcast", one(t), opts.asyncOp);
   Wire w = moveWire(writable(lane, *work, t));
   loomComm_t comm = comm_;
   return run(lane, work, [=](loomStream_t s) {
@@ -43,7 +43,7 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::allreduce(std::vector<at::Tensor>& t
                                                       const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "allreduce");
   Lane& lane = laneFor("allreduce");
-  auto work = makeWork(c10d::OpType::ALLREDUCE, "allreduce", one(t));
+  auto work = makeWork(c10d::OpType::ALLREDUCE, "allreduce", one(t), opts.asyncOp);
   Reduction r = reduceWire(writable(lane, *work, t), opts.reduceOp, "allreduce");
   loomComm_t comm = comm_;
   return run(lane, work, [=](loomStream_t s) {
@@ -77,7 +77,7 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::reduce(std::vector<at::Tensor>& tens
   const at::Tensor& t = single(tensors, "reduce");
   const int root = checkPeer(static_cast<int>(opts.rootRank), "reduce");
   Lane& lane = laneFor("reduce");
-  auto work = makeWork(c10d::OpType::REDUCE, "reduce", one(t));
+  auto work = makeWork(c10d::OpType::REDUCE, "reduce", one(t), opts.asyncOp);
   Reduction r = reduceWire(writable(lane, *work, t), opts.reduceOp, "reduce");
   loomComm_t comm = comm_;
   return run(lane, work, [=](loomStream_t s) {

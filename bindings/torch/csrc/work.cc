@@ -120,6 +120,7 @@ void Lane::submit(const c10::intrusive_ptr<LoomWork>& work,
     throw;
   }
   work->attach(event, comm_);
+  if (!work->watched()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(work);

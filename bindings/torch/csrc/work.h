@@ -40,6 +40,11 @@ class LoomWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return seq_; }
 
+  // Whether the Lane's completion thread finishes it. Not for the works of blocking calls
+  // (asyncOp false): their caller waits at once, and a second thread waiting beside it only
+  // takes a core from the ranks' own threads.
+  bool watched() const { return watched_; }
+  void setWatched(bool watched) { watched_ = watched; }
   // Called by the Lane when the work is enqueued.
   void attach(loomEvent_t event, loomComm_t comm) {
     event_ = event;
@@ -69,6 +74,7 @@ class LoomWork : public c10d::Work {
   loomEvent_t event_ = nullptr;
   loomComm_t comm_ = nullptr;
   std::atomic<bool> finishing_{false};
+  bool watched_ = true;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
