@@ -76,14 +76,27 @@ bool LoomWork::wait(std::chrono::milliseconds timeout) {
   if (timeout == kNoTimeout) {
     complete();
   } else {
+    if (!watched_) {
+      // No completion thread finishes it: poll its event up to the deadline.
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (loomEventQuery(event_) == loomInProgress &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (loomEventQuery(event_) != loomInProgress) complete();
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
       lock.unlock();
       std::string message = c10::str("loom: ", name_, " (sequence number ", seq_, ") on rank ",
                                      rank_, " did not finish within wait(timeout=", timeout.count(),
                                      " ms); the communicator is aborted");
-      onTimeout_(message);
-      fail(backendError(message));
+      // Claim the work before aborting: the abort makes the operation fail at once, and its
+      // error must not replace the reason.
+      if (!finishing_.exchange(true)) {
+        onTimeout_(message);
+        finishOnce(backendError(message));
+      }
       lock.lock();
       cv_.wait(lock, [&] { return completed_; });
     }
