@@ -66,12 +66,7 @@ ReduceScalar readScalar(loomDataType_t type, const void* p) {
 // The kernels' op for the user's: avg is sum then one division by nranks for every type
 // (exact whenever the sum divides, and no overflow of a pre-scaled fp16 input).
 void resolveReduction(CollOp& op, loomRedOp_t userOp) {
-  const int n = op.comm->nranks();
-  if (userOp == loomAvg) {
-    op.reduce = ReduceOpKind::kSumPostDiv;
-    op.scalar.f = n;
-    op.scalar.i = n;
-  } else if (const Comm::CustomOp* custom = op.comm->customOp(userOp)) {
+  if (const Comm::CustomOp* custom = op.comm->customOp(userOp)) {
     op.reduce = ReduceOpKind::kPreMulSum;
     if (custom->pointer != nullptr) {
       op.deviceScalar = custom->pointer;
@@ -80,6 +75,7 @@ void resolveReduction(CollOp& op, loomRedOp_t userOp) {
     }
   } else {
     op.reduce = reduceOpKindFor(userOp, op.type);
+    if (userOp == loomAvg) op.scalar = averageScalar(op.comm->nranks());
   }
 }
 
