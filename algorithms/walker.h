@@ -19,7 +19,7 @@
 // A program may start with `leadingWaits` empty steps: a task gated on another task of n steps
 // (a later phase on other connections) then starts its real work only once the gate finished.
 //
-// The CPU executor (src/core/prim_task.cc), the schedule simulator of the tests
+// The CPU executor (src/exec/cpu/prim_task.cc), the schedule simulator of the tests
 // (tests/algorithms/sim.h) and the CUDA kernels all walk programs with this function, so what
 // the simulator proves about a schedule holds for every executor.
 #pragma once

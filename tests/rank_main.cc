@@ -20,8 +20,8 @@
 #include <string>
 
 #include "loom/loom.h"
-#include "src/core/comm.h"
-#include "src/core/test_hooks.h"
+#include "src/comm/comm.h"
+#include "src/net/test_hooks.h"
 #include "tests/test_util.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "src/core/test_hooks.h"
+#include "src/net/test_hooks.h"
 #include "tests/test_util.h"
 
 namespace loom::test {

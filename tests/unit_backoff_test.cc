@@ -1,11 +1,11 @@
-// Unit tests of the executor's waiting policy (src/core/backoff.h): a thread whose waits keep
+// Unit tests of the executor's waiting policy (src/exec/cpu/backoff.h): a thread whose waits keep
 // outlasting the spin phase yields at once, a probe that finds spinning works again restores
 // it, and an oversubscribed host always yields without learning anything.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "src/core/backoff.h"
+#include "src/exec/cpu/backoff.h"
 
 namespace loom {
 namespace {

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "src/core/env.h"
-#include "src/core/error.h"
-#include "src/core/logging.h"
-#include "src/core/net_if.h"
-#include "src/core/socket.h"
-#include "src/core/strings.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
+#include "src/base/strings.h"
+#include "src/net/net_if.h"
+#include "src/net/socket.h"
 #include "tests/test_util.h"
 
 namespace loom {
@@ -192,7 +192,7 @@ TEST(Env, SpecsAndMarkdownTableCoverEveryVariable) {
   // Derived from the one table, so a new variable is covered without editing this test.
   const Row rows[] = {
 #define LOOM_ENV(name, def, doc) {EnvVar::name, #name, def},
-#include "src/core/env_vars.def"
+#include "src/base/env_vars.def"
 #undef LOOM_ENV
   };
   ASSERT_EQ(sizeof(rows) / sizeof(rows[0]), static_cast<size_t>(EnvVar::kCount));

@@ -1,4 +1,4 @@
-// Unit tests of the choice between CMA and the shared ring (src/core/pull_policy.h): a group's
+// Unit tests of the choice between CMA and the shared ring (src/exec/cpu/pull_policy.h): a group's
 // first calls try both ways, then the faster way wins and the other is retried in bursts; the
 // first call after a change of way is not counted, nor the ring's calls before every slot was
 // written once; a way's time is that of its latest run of calls; a change of the machine's state
@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "loom/loom.h"
-#include "src/core/pull_policy.h"
+#include "src/exec/cpu/pull_policy.h"
 #include "tests/test_util.h"
 
 namespace loom {

@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/auth_listener.h"
-#include "src/core/bootstrap_root.h"
-#include "src/core/error.h"
-#include "src/core/socket.h"
-#include "src/core/test_hooks.h"
-#include "src/core/unique_id.h"
+#include "src/base/error.h"
+#include "src/bootstrap/bootstrap_root.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/net/auth_listener.h"
+#include "src/net/socket.h"
+#include "src/net/test_hooks.h"
 #include "tests/test_util.h"
 
 namespace loom {

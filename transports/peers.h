@@ -1,7 +1,8 @@
 // What a transport may ask of the communicator whose connections it sets up. The
 // communicator (class Comm) implements it; transports see nothing else of it, so they
 // depend only on this interface, the base utilities and the sockets below them.
-//   - who the ranks are: this rank, the group's size, what each rank said about itself;
+//   - who the ranks are: this rank, the group's size, what each rank said about itself, and
+//     how the topology connects this rank to each peer (the path class, src/topo);
 //   - blob exchange: exact-size, tagged messages over the authenticated bootstrap
 //     (the three setup phases of transport.h travel this way);
 //   - data sockets: long-lived authenticated TCP connections to a peer, for wire transports.
@@ -10,7 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "src/core/socket.h"
+#include "src/net/socket.h"
+#include "src/topo/path_class.h"
 
 namespace loom {
 
@@ -25,11 +27,21 @@ struct RankInfo {
 
 namespace transport {
 
+// A pair of ranks as a transport judges it (Transport::canConnect): what each said about
+// itself, and the class of the path between them in the communicator's topology.
+struct PeerPair {
+  const RankInfo& self;
+  const RankInfo& peer;
+  topo::PathClass path = topo::PathClass::kNetwork;
+};
+
 class Peers {
  public:
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
   virtual const RankInfo& rankInfo(int rank) const = 0;
+  // How the topology connects this rank and `peer` (kSameProcess ... kNetwork).
+  virtual topo::PathClass pathClass(int peer) const = 0;
   // One message to or from `peer`, matched by tag (tags.h); receiving checks the size.
   virtual void sendBlob(int peer, uint32_t tag, const void* data, size_t size) = 0;
   virtual void recvBlob(int peer, uint32_t tag, void* data, size_t size) = 0;

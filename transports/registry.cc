@@ -5,9 +5,9 @@
 #include <set>
 #include <tuple>
 
-#include "src/core/env.h"
-#include "src/core/error.h"
-#include "src/core/logging.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/slot_ring.h"
 #include "transports/socket/socket_transport.h"
@@ -123,7 +123,8 @@ class Batch {
                         batchTag_, r.protocol, r.slotBytes != 0 ? r.slotBytes : slotBytesFromEnv()};
   }
   Transport& transportFor(int peer) {
-    return selectTransport(comm_.rankInfo(comm_.rank()), comm_.rankInfo(peer));
+    return selectTransport(
+        PeerPair{comm_.rankInfo(comm_.rank()), comm_.rankInfo(peer), comm_.pathClass(peer)});
   }
   void sendEnvelope(const ConnectionRequest& r, SetupMessage kind, const SetupEnvelope& e) {
     comm_.sendBlob(r.peer, messageTag(batchTag_, r.channel, kind), &e, sizeof(e));
@@ -196,7 +197,9 @@ const std::vector<Transport*>& transports() {
   return table;
 }
 
-Transport& selectTransport(const RankInfo& self, const RankInfo& peer) {
+Transport& selectTransport(const PeerPair& pair) {
+  const RankInfo& self = pair.self;
+  const RankInfo& peer = pair.peer;
   const std::string forced = envString(EnvVar::LOOM_TRANSPORT);
   if (!forced.empty()) {
     std::string names;
@@ -205,9 +208,9 @@ Transport& selectTransport(const RankInfo& self, const RankInfo& peer) {
         names += strCat(names.empty() ? "" : ", ", t->name());
         continue;
       }
-      LOOM_ENFORCE(t->canConnect(self, peer), InvalidArgument, "LOOM_TRANSPORT=", forced,
+      LOOM_ENFORCE(t->canConnect(pair), InvalidArgument, "LOOM_TRANSPORT=", forced,
                    " cannot connect rank ", self.rank, " and rank ", peer.rank, ": ",
-                   t->whyNot(self, peer),
+                   t->whyNot(pair),
                    ". Unset LOOM_TRANSPORT to let loom choose, or set "
                    "it to socket, which connects any two ranks");
       return *t;
@@ -216,7 +219,7 @@ Transport& selectTransport(const RankInfo& self, const RankInfo& peer) {
                                  names, " (or leave it unset to let loom choose)"));
   }
   for (Transport* t : transports()) {
-    if (t->canConnect(self, peer)) return *t;
+    if (t->canConnect(pair)) return *t;
   }
   throw InternalError(strCat("no transport can connect rank ", self.rank, " and rank ", peer.rank));
 }

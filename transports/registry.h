@@ -57,7 +57,7 @@ const std::vector<Transport*>& transports();
 
 // The transport for (self, peer): LOOM_TRANSPORT if set, else the first that can connect them.
 // Throws InvalidArgument for an unknown LOOM_TRANSPORT or a forced one that cannot connect them.
-Transport& selectTransport(const RankInfo& self, const RankInfo& peer);
+Transport& selectTransport(const PeerPair& pair);
 
 // The smallest slot any transport gives `protocol`, and the largest pull threshold any
 // transport has (0: no transport pulls). Asked by the planner and the pull policy.

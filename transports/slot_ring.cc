@@ -6,8 +6,8 @@
 #include <cstring>
 #include <utility>
 
-#include "src/core/env.h"
-#include "src/core/error.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
 
 namespace loom::transport {
 

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace loom::transport {
 

@@ -73,7 +73,7 @@ class SendConnection {
   // Single-copy posting (shm/direct_read.h). True if a step of `bytes` at `data` may be
   // posted as the address of data in this process that stays unchanged until drained(): then,
   // after tryAcquire(), postDirect() replaces filling the slot and post(). `mayPull`: the call
-  // lets the receiver pull the step with a system call (CMA; src/core/pull_policy.h decides);
+  // lets the receiver pull the step with a system call (CMA; src/exec/cpu/pull_policy.h decides);
   // steps the receiver reads in place (same process, registered regions) do not depend on it.
   virtual bool acceptsDirect(const void* data, size_t bytes, bool mayPull) const {
     (void)data, (void)bytes, (void)mayPull;

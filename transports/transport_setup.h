@@ -15,11 +15,14 @@
 #include <string>
 #include <type_traits>
 
-#include "src/core/logging.h"
+#include "src/base/logging.h"
 #include "transports/peers.h"
 #include "transports/transport.h"
 
 namespace loom::transport {
+
+// The memory a connection's buffers are in.
+enum class MemoryKind : uint8_t { kHost = 0, kCudaDevice = 1, kCudaHostMapped = 2 };
 
 // Everything a transport needs to know about the connection it sets up.
 struct SetupContext {
@@ -29,6 +32,10 @@ struct SetupContext {
   uint32_t batchTag;  // data connections use dataTag(batchTag, channel, stream) (tags.h)
   Protocol protocol = Protocol::kSimple;  // a transport without LL ignores it (registry.h)
   size_t slotBytes = 0;                   // Simple slot size (ConnectionRequest::slotBytes)
+  // Where the ring's buffers live and for which device: host memory for CPU communicators;
+  // a CUDA communicator's transports put them in device or host-mapped memory.
+  MemoryKind memory = MemoryKind::kHost;
+  int device = -1;  // LOOM_DEVICE_CPU, or the CUDA ordinal of this rank
 };
 
 // A receiver between phases 1 and 3: holds what it created until the sender has attached.
@@ -46,11 +53,12 @@ class Transport {
   virtual const char* name() const = 0;
   // The logging subsystem of its messages (LOOM_DEBUG_SUBSYS).
   virtual LogSubsys logSubsys() const = 0;
-  // Whether this transport can carry data between `self` and `peer` (both RankInfos of one
-  // communicator). Pure: reads rank information and the environment only.
-  virtual bool canConnect(const RankInfo& self, const RankInfo& peer) const = 0;
+  // Whether this transport can carry data between the pair (two ranks of one communicator and
+  // their path class: a CUDA IPC transport takes NVLink and PCIe paths, shm one host). Pure:
+  // reads the pair and the environment only.
+  virtual bool canConnect(const PeerPair& pair) const = 0;
   // Why canConnect refuses a pair, for the error when the user forced this transport.
-  virtual std::string whyNot(const RankInfo& self, const RankInfo& peer) const = 0;
+  virtual std::string whyNot(const PeerPair& pair) const = 0;
   // Questions the planner asks instead of knowing a transport's internals:
   // The largest slot this transport gives a connection of `protocol` (SIZE_MAX: whatever
   // LOOM_BUFFSIZE asks for). Every rank of a ring cuts the data into the same pieces, so a
@@ -65,6 +73,7 @@ class Transport {
   // The smallest step this transport may pull from the peer's memory with a system call
   // (CMA), or 0 when it never pulls; the executor's pull policy decides per call.
   virtual size_t pullThreshold() const { return 0; }
+  bool canPull() const { return pullThreshold() > 0; }
   // Phase 1 (receiver): create this side; describe it to the sender in `blob`.
   virtual std::unique_ptr<PendingRecv> setupRecv(const SetupContext& ctx, ConnectBlob* blob) = 0;
   // Phase 2 (sender): attach to the receiver's side described by `blob`; fill `ack`.

@@ -6,7 +6,7 @@
 // sleeps until one of the connections its blocked tasks wait on can move, and the peer wakes
 // it when it posts or releases a slot.
 //
-// How. Shared-memory rings carry two Doorbells in their control page (slot_ring.h): one the
+// How. Shared-memory rings carry two Doorbells in their control page (shm/ring_control.h): one the
 // receiver sleeps on until data arrives, one the sender sleeps on until a slot frees. A
 // doorbell is a futex word plus a "someone is asleep" flag. The waiter raises the flag, reads
 // the word, re-checks its condition and only then sleeps on the word's value; the notifier
@@ -27,7 +27,7 @@
 
 namespace loom::transport {
 
-// Lives in shared memory (it must stay lock-free: see RingControl).
+// Lives in shared memory (it must stay lock-free: see shm::RingControl).
 struct Doorbell {
   std::atomic<uint32_t> word{0};    // the futex: bumped by each wakeup
   std::atomic<uint32_t> asleep{0};  // 1 while the waiting side may be asleep

@@ -18,7 +18,7 @@ set_source_files_properties(${loom_kernels_dir}/reduce_copy_generic.cc
   PROPERTIES COMPILE_OPTIONS "${loom_kernels_cpu_flags}")
 
 # The AVX variants exist on x86-64 only; elsewhere (and with LOOM_FORCE_GENERIC_ARCH) the
-# dispatcher has the generic table alone (LOOM_CPU_X86_64 in src/core/cpu_arch.h agrees).
+# dispatcher has the generic table alone (LOOM_CPU_X86_64 in src/base/cpu_arch.h agrees).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND NOT LOOM_FORCE_GENERIC_ARCH)
   list(APPEND loom_sources
     ${loom_kernels_dir}/reduce_copy_avx2.cc

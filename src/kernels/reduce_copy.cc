@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "src/core/cpu_arch.h"
-#include "src/core/error.h"
+#include "src/base/cpu_arch.h"
+#include "src/base/error.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "src/kernels/reduce_copy_isa.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "loom/loom.h"
-#include "src/core/cpu_arch.h"
+#include "src/base/cpu_arch.h"
 #include "src/kernels/reduce_copy_args.h"
 
 namespace loom {

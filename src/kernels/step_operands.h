@@ -1,6 +1,6 @@
 // How one step's primitive maps onto reduceCopy: which sources, in which order, with which
 // pre-op bits, and which destinations. One rule for every executor: the CPU tasks
-// (src/core/prim_task.cc), the exchange fast path (src/core/exchange_now.cc) and the CUDA
+// (src/exec/cpu/prim_task.cc), the exchange fast path (src/exec/cpu/exchange_now.cc) and the CUDA
 // kernels, so they produce the same bits.
 //   - Sources: what arrived from each peer, in link order, with the rank's own input placed at
 //     `inputPosition` (after the received data by default) when the primitive reads its input.

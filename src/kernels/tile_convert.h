@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/core/cpu_arch.h"
+#include "src/base/cpu_arch.h"
 #include "src/kernels/reduce_ops.h"
 
 #if LOOM_CPU_X86 && (defined(__F16C__) || defined(__AVX512F__) || defined(__SSE2__))

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/core/env.h"
+#include "src/base/env.h"
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--markdown") == 0) {

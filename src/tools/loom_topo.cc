@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/topo/discovery.h"
 #include "src/topo/path_class.h"
 #include "src/topo/system.h"

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "src/core/error.h"
-#include "src/core/logging.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
 
 namespace loom::topo {
 namespace {

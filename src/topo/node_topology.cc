@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace loom::topo {
 namespace {

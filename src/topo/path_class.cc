@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace loom::topo {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "src/core/strings.h"
+#include "src/base/strings.h"
 
 namespace loom::topo {
 

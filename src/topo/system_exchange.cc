@@ -13,10 +13,10 @@
 #include <fstream>
 #include <thread>
 
-#include "src/core/bootstrap.h"
-#include "src/core/env.h"
-#include "src/core/error.h"
-#include "src/core/logging.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
+#include "src/bootstrap/bootstrap.h"
 
 namespace loom::topo {
 namespace {

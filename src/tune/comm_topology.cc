@@ -6,33 +6,12 @@
 #include "algorithms/hierarchical.h"
 #include "algorithms/ring.h"
 #include "algorithms/ring_order.h"
-#include "src/core/env.h"
-#include "src/core/error.h"
-#include "src/core/logging.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
+#include "src/comm/ring_setup.h"
 
 namespace loom::tune {
-namespace {
-
-std::vector<int> nodesOf(const std::vector<RankInfo>& infos) {
-  std::vector<uint64_t> hosts;
-  for (const RankInfo& info : infos) hosts.push_back(info.hostHash);
-  return algo::nodeIndices(hosts);
-}
-
-}  // namespace
-
-int buildRing(const std::vector<RankInfo>& infos, int rank, std::vector<int>& order) {
-  const std::vector<int> nodeOf = nodesOf(infos);
-  order = algo::topoRingOrder(nodeOf);
-  LOOM_ENFORCE(algo::isRingOrder(order.data(), static_cast<int>(order.size())), InternalError,
-               "the topology ring is not a permutation of the ranks");
-  std::string text;
-  for (int r : order) text += " " + std::to_string(r);
-  LOOM_INFO(kLogGraph, "ring 0:", text, " (", algo::nodeCount(nodeOf), " node(s), ",
-            algo::ringCrossings(order, nodeOf), " crossing(s); every channel)");
-  return algo::ringPosition(order.data(), static_cast<int>(order.size()), rank);
-}
-
 NodeLayout nodeLayout(const Comm& comm) {
   NodeLayout l;
   l.nodeOf = nodesOf(comm.rankInfos());

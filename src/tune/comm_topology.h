@@ -10,14 +10,10 @@
 #include <vector>
 
 #include "algorithms/tree.h"
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "src/tune/cluster_model.h"
 
 namespace loom::tune {
-
-// The ring order for `infos` (algorithms/ring_order.h: nodes contiguous, minimal crossings),
-// logged at LOOM_DEBUG=INFO as "ring 0: 0 2 4 1 3 5". Returns `rank`'s position in it.
-int buildRing(const std::vector<RankInfo>& infos, int rank, std::vector<int>& order);
 
 struct NodeLayout {
   std::vector<int> nodeOf;              // node index of every rank

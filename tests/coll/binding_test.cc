@@ -1,12 +1,12 @@
-// Where loom's stream threads run (src/core/thread_binding.h): the CPU-list parser, and a host
+// Where loom's stream threads run (src/exec/thread_binding.h): the CPU-list parser, and a host
 // stream's worker running on its rank's NUMA CPUs (all CPUs on a one-node machine) unless
 // LOOM_BIND_THREADS=0.
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include "src/core/comm.h"
-#include "src/core/host_stream.h"
-#include "src/core/thread_binding.h"
+#include "src/comm/comm.h"
+#include "src/exec/host_stream.h"
+#include "src/exec/thread_binding.h"
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-// The executor's fast path for one small exchange AllReduce (src/core/exchange_now.h): calls
+// The executor's fast path for one small exchange AllReduce (src/exec/cpu/exchange_now.h): calls
 // outside a group take it once connected, what it sends is what the planned tasks send (a
 // peer that groups two calls takes the planned path for both, and all must agree bit for
 // bit), and a peer that never calls ends in a timeout that names it, not a hang.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/exchange_now.h"
+#include "src/exec/cpu/exchange_now.h"
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
 

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/core/strings.h"
+#include "src/base/strings.h"
 #include "tests/test_util.h"
 
 namespace loom::colltest {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "src/core/comm.h"
-#include "src/core/comm_registry.h"
-#include "src/core/planner_state.h"
+#include "src/comm/comm.h"
+#include "src/comm/comm_registry.h"
+#include "src/plan/planner_state.h"
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
 
@@ -106,7 +106,7 @@ TEST(AlgorithmsAgree, EveryRankGetsTheSameBits) {
 // exchange over shared memory and for 2 ranks.
 TEST(DefaultChoice, DoublingOverTheNetworkOnly) {
   auto algorithm = [](const CommSet& comms, size_t bytes) {
-    return findComm(comms[0])->plannerState().choose(CollKind::kAllReduce, bytes).algorithm;
+    return plannerState(*findComm(comms[0])).choose(CollKind::kAllReduce, bytes).algorithm;
   };
   {
     CommSet tcp(4, Transport::kShmDisabled);

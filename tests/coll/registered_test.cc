@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "loom/loom.h"
-#include "src/core/mem_alloc.h"
-#include "src/core/strings.h"
+#include "src/base/strings.h"
+#include "src/mem/mem_alloc.h"
 #include "tests/test_util.h"
 
 namespace loom {

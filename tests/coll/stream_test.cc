@@ -9,7 +9,7 @@
 #include <memory>
 #include <thread>
 
-#include "src/core/host_stream.h"
+#include "src/exec/host_stream.h"
 #include "tests/coll/coll_harness.h"
 
 namespace loom::colltest {

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/kernels/reduce_copy.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "tests/kernels/kernel_test_util.h"

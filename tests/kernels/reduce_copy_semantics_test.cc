@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace loom {

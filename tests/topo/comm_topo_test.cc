@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/comm.h"
-#include "src/core/logging.h"
+#include "src/base/logging.h"
+#include "src/comm/comm.h"
 #include "src/topo/discovery.h"
 #include "tests/test_util.h"
 

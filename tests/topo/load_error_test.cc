@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/topo/discovery.h"
 #include "tests/test_util.h"
 

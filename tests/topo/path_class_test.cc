@@ -2,7 +2,7 @@
 // GPU and CPU ranks), without a network.
 #include <gtest/gtest.h>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/topo/discovery.h"
 #include "src/topo/system.h"
 #include "src/topo/system_exchange.h"

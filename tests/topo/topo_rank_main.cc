@@ -9,7 +9,7 @@
 #include <string>
 
 #include "loom/loom.h"
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 
 int main(int argc, char** argv) {

@@ -7,8 +7,8 @@
 
 #include <cstring>
 
-#include "src/core/comm.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 #include "transports/registry.h"

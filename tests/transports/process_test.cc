@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/comm.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 #include "transports/registry.h"

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 #include "transports/registry.h"

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/comm.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 #include "transports/registry.h"
@@ -34,9 +34,15 @@ RankInfo rankOn(int rank, uint64_t host) {
   return info;
 }
 
+// The pair as the communicator describes it: one host is shared memory's path class here.
+PeerPair pairOf(const RankInfo& a, const RankInfo& b) {
+  return PeerPair{
+      a, b, a.hostHash == b.hostHash ? topo::PathClass::kSameNuma : topo::PathClass::kNetwork};
+}
+
 std::string selectionError(const RankInfo& a, const RankInfo& b) {
   try {
-    selectTransport(a, b);
+    selectTransport(pairOf(a, b));
   } catch (const InvalidArgument& e) {
     return e.what();
   }
@@ -46,24 +52,24 @@ std::string selectionError(const RankInfo& a, const RankInfo& b) {
 TEST(TransportSelection, PrefersShmOnOneHostAndSocketBetweenHosts) {
   ScopedEnv transport("LOOM_TRANSPORT", "");
   ScopedEnv shmDisable("LOOM_SHM_DISABLE", "0");
-  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "shm");
-  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 8)).name(), "socket");
+  EXPECT_STREQ(selectTransport(pairOf(rankOn(0, 7), rankOn(1, 7))).name(), "shm");
+  EXPECT_STREQ(selectTransport(pairOf(rankOn(0, 7), rankOn(1, 8))).name(), "socket");
 }
 
 TEST(TransportSelection, ShmDisableFallsBackToSocket) {
   ScopedEnv transport("LOOM_TRANSPORT", "");
   ScopedEnv shmDisable("LOOM_SHM_DISABLE", "1");
-  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "socket");
+  EXPECT_STREQ(selectTransport(pairOf(rankOn(0, 7), rankOn(1, 7))).name(), "socket");
 }
 
 TEST(TransportSelection, ForcedTransportWins) {
   ScopedEnv shmDisable("LOOM_SHM_DISABLE", "0");
   {
     ScopedEnv transport("LOOM_TRANSPORT", "socket");
-    EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "socket");
+    EXPECT_STREQ(selectTransport(pairOf(rankOn(0, 7), rankOn(1, 7))).name(), "socket");
   }
   ScopedEnv transport("LOOM_TRANSPORT", "shm");
-  EXPECT_STREQ(selectTransport(rankOn(0, 7), rankOn(1, 7)).name(), "shm");
+  EXPECT_STREQ(selectTransport(pairOf(rankOn(0, 7), rankOn(1, 7))).name(), "shm");
 }
 
 TEST(TransportSelection, ForcedShmBetweenHostsSaysWhy) {

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "loom/loom.h"
-#include "src/core/comm.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/strings.h"
+#include "src/base/strings.h"
 #include "transports/shm/shm_segment.h"
 
 namespace loom::transport::test {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "transports/registry.h"
 
 namespace loom::transport::test {

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <thread>
 
-#include "src/core/comm.h"
+#include "src/comm/comm.h"
 #include "tests/test_util.h"
 #include "transports/registry.h"
 

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <random>
 
-#include "src/core/env.h"
-#include "src/core/error.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
 #include "transports/shm/registered_read.h"
 
 namespace loom::transport::shm {

@@ -7,14 +7,14 @@
 // address and the receiver's fused reduceCopy reads it directly: one copy, and the sender's
 // core is free. Ranks in one process (threads) simply read each other's memory. Ranks in
 // different processes read each other's memory when it comes from loomMemAlloc (registered
-// regions, src/core/mem_alloc.h): the sender posts (region id, offset), the receiver maps the
+// regions, src/mem/mem_alloc.h): the sender posts (region id, offset), the receiver maps the
 // region once (registered_read.h) and reads in place, as threads do. Other memory of another
 // process can be pulled with process_vm_readv (CMA): one kernel copy, saving the sender's
 // copy, straight into the receiver's output when the step only moves data there
 // (RecvConnection::pullInto) and into its slot otherwise. Whether that beats the ring depends
 // on the machine and its state (CMA pins every page as it goes; the ring's receiver reads lines
 // still dirty in the sender's cache), so each call may or may not pull as measured per
-// collective and size (src/core/pull_policy.h), from LOOM_SHM_CMA_THRESHOLD bytes a step.
+// collective and size (src/exec/cpu/pull_policy.h), from LOOM_SHM_CMA_THRESHOLD bytes a step.
 //
 // Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
 // reuse numbers), and CMA is used on a connection only after the receiver read the sender's

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <new>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/wait.h"
 

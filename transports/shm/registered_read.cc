@@ -15,8 +15,8 @@
 #include <set>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/logging.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <utility>
 
-#include "src/core/error.h"
-#include "src/core/logging.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
 
 namespace loom::transport::shm {
 namespace {

@@ -4,18 +4,22 @@
 #include <new>
 #include <optional>
 
-#include "src/core/env.h"
-#include "src/core/error.h"
-#include "src/core/logging.h"
-#include "src/core/mem_alloc.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
+#include "src/mem/mem_alloc.h"
 #include "transports/shm/direct_read.h"
 #include "transports/shm/ll_connection.h"
 #include "transports/shm/registered_read.h"
+#include "transports/shm/ring_control.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/slot_ring.h"
 
 namespace loom::transport {
 namespace {
+
+using shm::kRingDataOffset;
+using shm::RingControl;
 
 constexpr uint32_t kBlobMagic = 0x4c4d5348;  // "LMSH"
 constexpr uint32_t kAckMagic = 0x4c4d5341;   // "LMSA"
@@ -327,13 +331,15 @@ size_t ShmTransport::maxSlotBytes(Protocol protocol) const {
 
 size_t ShmTransport::pullThreshold() const { return shm::cmaThreshold(); }
 
-bool ShmTransport::canConnect(const RankInfo& self, const RankInfo& peer) const {
-  return self.hostHash == peer.hostHash && !shmDisabled();
+// By host identity, not path class: a topology loaded from LOOM_TOPO_FILE may describe other
+// machines, but whether two processes can map one segment is a fact of this one.
+bool ShmTransport::canConnect(const PeerPair& pair) const {
+  return pair.self.hostHash == pair.peer.hostHash && !shmDisabled();
 }
 
-std::string ShmTransport::whyNot(const RankInfo& self, const RankInfo& peer) const {
-  if (self.hostHash != peer.hostHash) {
-    return strCat("rank ", self.rank, " and rank ", peer.rank,
+std::string ShmTransport::whyNot(const PeerPair& pair) const {
+  if (pair.self.hostHash != pair.peer.hostHash) {
+    return strCat("rank ", pair.self.rank, " and rank ", pair.peer.rank,
                   " are on different hosts, and shared memory only connects ranks of one host");
   }
   return "LOOM_SHM_DISABLE=1 forbids it";

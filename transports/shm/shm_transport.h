@@ -24,8 +24,8 @@ class ShmTransport final : public Transport {
   const char* name() const override { return "shm"; }
   LogSubsys logSubsys() const override { return kLogShm; }
   // Both ranks on one host (same host hash) and LOOM_SHM_DISABLE is not 1.
-  bool canConnect(const RankInfo& self, const RankInfo& peer) const override;
-  std::string whyNot(const RankInfo& self, const RankInfo& peer) const override;
+  bool canConnect(const PeerPair& pair) const override;
+  std::string whyNot(const PeerPair& pair) const override;
   // LL slots are small (ll_connection.h); Simple slots are LOOM_BUFFSIZE's.
   size_t maxSlotBytes(Protocol protocol) const override;
   bool sharesMemory() const override { return true; }

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace loom::transport {
 

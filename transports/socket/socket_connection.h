@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/socket.h"
+#include "src/net/socket.h"
 #include "transports/slot_ring.h"
 #include "transports/transport.h"
 

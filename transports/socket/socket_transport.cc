@@ -1,7 +1,7 @@
 #include "transports/socket/socket_transport.h"
 
-#include "src/core/env.h"
-#include "src/core/error.h"
+#include "src/base/env.h"
+#include "src/base/error.h"
 #include "transports/socket/socket_connection.h"
 #include "transports/tags.h"
 

@@ -21,8 +21,8 @@ class SocketTransport final : public Transport {
  public:
   const char* name() const override { return "socket"; }
   LogSubsys logSubsys() const override { return kLogNet; }
-  bool canConnect(const RankInfo&, const RankInfo&) const override { return true; }
-  std::string whyNot(const RankInfo&, const RankInfo&) const override { return ""; }
+  bool canConnect(const PeerPair&) const override { return true; }
+  std::string whyNot(const PeerPair&) const override { return ""; }
   std::unique_ptr<PendingRecv> setupRecv(const SetupContext& ctx, ConnectBlob* blob) override;
   std::unique_ptr<SendConnection> connectSend(const SetupContext& ctx, const ConnectBlob& blob,
                                               ConnectBlob* ack) override;

@@ -1,8 +1,8 @@
-// CUDA-side helpers of src/core/device.h. Compiled by nvcc when LOOM_WITH_CUDA=ON; they must
+// CUDA-side helpers of src/comm/device.h. Compiled by nvcc when LOOM_WITH_CUDA=ON; they must
 // behave on machines with the toolkit but no driver or GPU (cudaGetDeviceCount fails there).
 #include <cuda_runtime.h>
 
-#include "src/core/device.h"
+#include "src/comm/device.h"
 
 namespace loom {
 

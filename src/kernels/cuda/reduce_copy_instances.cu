@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/kernels/cuda/reduce_copy_cuda.h"
 #include "src/kernels/reduce_copy.h"
 #include "src/kernels/reduce_copy_dispatch.h"

@@ -1,0 +1,433 @@
+#include "src/exec/cpu/executor.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "src/base/env.h"
+#include "src/base/error.h"
+#include "src/base/logging.h"
+#include "src/comm/comm.h"
+#include "src/exec/cpu/bind_plan.h"
+#include "src/exec/cpu/exchange_now.h"
+#include "src/exec/cpu/progress_engine.h"
+#include "src/exec/cpu/pull_policy.h"
+#include "src/exec/cpu/task_loop.h"
+#include "src/exec/host_stream.h"
+#include "src/kernels/datatype_traits.h"
+#include "src/plan/planner.h"
+#include "src/plan/planner_state.h"
+
+namespace loom {
+namespace {
+
+using algo::Prim;
+
+struct Overlap {
+  size_t send;  // indices into ops
+  size_t recv;
+};
+
+// What one call needs besides its tasks, kept per thread and reused: once warm, a call
+// allocates nothing here (clear() keeps capacity).
+struct Scratch {
+  std::vector<Comm*> comms;                         // sorted, distinct: one run each
+  std::vector<std::unique_lock<std::mutex>> locks;  // their connection tables, while planning
+  std::vector<LinkRequest> wanted;
+  std::vector<std::unique_ptr<PrimTask>> tasks;
+  std::vector<Comm*> taskComm;      // per task
+  std::vector<PrimTask*> taskPtrs;  // tasks grouped by communicator, each in submission order
+  std::vector<TasksBefore> before;  // per entry of taskPtrs
+  std::vector<ConnectionUse> uses;  // of one run, sorted: neighbours are the order of use
+  std::vector<ConnectionUse> firstUses, lastUses;
+  std::vector<transport::SendConnection*> sends;
+  std::vector<transport::RecvConnection*> recvs;
+  // Per communicator c, [x[c], x[c + 1]) is its run's range of each array above.
+  std::vector<size_t> taskBegin, useBegin, sendBegin, recvBegin;
+  std::vector<std::unique_ptr<Run>> runs;  // grows only: a Run must not move
+  std::vector<Run*> runPtrs;
+  struct Interval {
+    uintptr_t begin, end;  // [begin, end) of a Recv buffer
+    size_t op;
+    bool operator<(const Interval& o) const { return begin < o.begin; }
+  };
+  std::vector<Interval> received;
+  std::vector<Overlap> overlaps;
+  std::vector<size_t> firstTask;        // per op: its first task's index
+  std::vector<CpuCallFlags> flags;      // per op: what its tasks read (PrimTask::setFlags)
+  std::vector<CpuCallFlags> copyFlags;  // per copy to self
+};
+using Interval = Scratch::Interval;
+
+// nccl-tests' in-place send/recv: a Send whose buffer a Recv of the same group overwrites.
+// Such a Send is marked (its peer must get a copy, never read that memory in place) and the
+// Recv's task is gated on the Send's (step i of the receive overwrites only what step i of the
+// send has copied out). Both must then start at the same address: other overlaps have no
+// order that works, so they are refused. Buffers of different communicators are different
+// ranks' memory (their runs may be driven by different threads): they are not paired.
+void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
+  auto& received = scratch.received;
+  received.clear();
+  scratch.overlaps.clear();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollOp& op = ops[i];
+    if (op.kind != CollKind::kRecv || op.count == 0) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(op.recvbuff);
+    received.push_back({begin, begin + op.count * dataTypeSize(op.type), i});
+  }
+  if (received.empty()) return;
+  std::sort(received.begin(), received.end());
+  for (size_t s = 0; s < ops.size(); ++s) {
+    CollOp& op = ops[s];
+    if (op.kind != CollKind::kSend || op.count == 0) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(op.sendbuff);
+    const uintptr_t end = begin + op.count * dataTypeSize(op.type);
+    for (const Interval& r : received) {
+      if (r.begin >= end) break;  // sorted: no later one overlaps
+      if (r.end <= begin || ops[r.op].comm != op.comm) continue;
+      LOOM_ENFORCE(r.begin == begin, InvalidUsage, "rank ", op.comm->rank(),
+                   ": a loomSend buffer and a loomRecv buffer of one group overlap at "
+                   "different offsets; use the very same buffer (in place) or separate ones");
+      op.inputOverwritten = true;
+      scratch.overlaps.push_back({s, r.op});
+    }
+  }
+}
+void runPlanned(std::vector<CollOp>& ops, Scratch& scratch);
+
+}  // namespace
+
+void runOps(std::vector<CollOp>& ops) {
+  if (ops.empty()) return;
+  if (ops.size() == 1 && runExchangeNow(ops.front())) return;
+  thread_local Scratch scratch;
+  std::vector<Comm*>& comms = scratch.comms;
+  comms.clear();
+  for (const CollOp& op : ops) comms.push_back(op.comm.get());
+  std::sort(comms.begin(), comms.end());
+  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  // Every communicator of the group reports the error (a group's own calls have none).
+  try {
+    // Before anything is connected: a refused group leaves the communicators usable.
+    findOverwrittenInputs(ops, scratch);
+  } catch (const Error& e) {
+    for (Comm* c : comms) c->setLastError(e.what());
+    throw;
+  }
+  try {
+    runPlanned(ops, scratch);
+  } catch (const Error& e) {
+    for (Comm* c : comms) {
+      c->setLastError(e.what());
+      c->markFailed(e.code());
+    }
+    throw;
+  }
+}
+
+namespace {
+
+// Connects what the operations need that is missing. With several communicators each connects
+// on its own thread: one thread may drive all ranks of a job (loomCommInitAll + a group), and
+// each rank's setup waits for its peers'.
+void connectAll(std::vector<CollOp>& ops, Scratch& scratch) {
+  if (scratch.comms.size() == 1) {
+    scratch.wanted.clear();
+    for (const CollOp& op : ops) wantedConnections(op, scratch.wanted);
+    scratch.comms.front()->connect(scratch.wanted);
+    return;
+  }
+  std::map<Comm*, std::vector<LinkRequest>> wanted;
+  for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(wanted.size());
+  size_t i = 0;
+  for (auto& [comm, keys] : wanted) {
+    threads.emplace_back([&, comm = comm, keys = &keys, i] {
+      try {
+        comm->connect(*keys);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+    ++i;
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// A send to oneself is a local copy: pair it with the receive from oneself of the same
+// communicator, in posting order, as NCCL does. Rare, so it may allocate.
+void planSelfCopies(std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies) {
+  std::map<Comm*, std::vector<const CollOp*>> selfSends, selfRecvs;
+  for (const CollOp& op : ops) {
+    if (op.peer != op.comm->rank()) continue;
+    if (op.kind == CollKind::kSend) selfSends[op.comm.get()].push_back(&op);
+    if (op.kind == CollKind::kRecv) selfRecvs[op.comm.get()].push_back(&op);
+  }
+  for (auto& [comm, sendsToSelf] : selfSends) {
+    std::vector<const CollOp*>& recvsFromSelf = selfRecvs[comm];
+    LOOM_ENFORCE(sendsToSelf.size() == recvsFromSelf.size(), InvalidUsage, "rank ", comm->rank(),
+                 " posted ", sendsToSelf.size(), " send(s) to itself and ", recvsFromSelf.size(),
+                 " receive(s) from itself; post them in the same group, one receive per send");
+    for (size_t i = 0; i < sendsToSelf.size(); ++i) {
+      const CollOp& send = *sendsToSelf[i];
+      const CollOp& recv = *recvsFromSelf[i];
+      LOOM_ENFORCE(send.count * dataTypeSize(send.type) == recv.count * dataTypeSize(recv.type),
+                   InvalidUsage, "rank ", comm->rank(), " sends ", send.count,
+                   " elements to itself but receives ", recv.count);
+      CollOp copy = recv;
+      copy.sendbuff = send.sendbuff;
+      copy.kind = CollKind::kRecv;
+      selfCopies.push_back(copy);
+    }
+  }
+  for (auto& [comm, recvsFromSelf] : selfRecvs) {
+    LOOM_ENFORCE(selfSends.count(comm) > 0 || recvsFromSelf.empty(), InvalidUsage, "rank ",
+                 comm->rank(), " posted a receive from itself without a send to itself");
+  }
+}
+
+// Groups the tasks by communicator into one run each. Tasks sharing a connection run in
+// submission order: a task may step only once the task before it on each of its connections is
+// done (which implies all earlier ones are). Connections belong to one communicator, so the
+// order is worked out run by run; the engine links a run to the earlier ones (first and last
+// uses).
+void buildRuns(Scratch& s) {
+  const size_t nc = s.comms.size();
+  s.taskPtrs.clear();
+  s.taskBegin.assign(nc + 1, 0);
+  for (size_t c = 0; c < nc; ++c) {
+    s.taskBegin[c] = s.taskPtrs.size();
+    for (size_t i = 0; i < s.tasks.size(); ++i)
+      if (nc == 1 || s.taskComm[i] == s.comms[c]) s.taskPtrs.push_back(s.tasks[i].get());
+  }
+  s.taskBegin[nc] = s.taskPtrs.size();
+  s.before.assign(s.taskPtrs.size(), {});
+  s.firstUses.clear();
+  s.lastUses.clear();
+  s.sends.clear();
+  s.recvs.clear();
+  s.useBegin.assign(nc + 1, 0);
+  s.sendBegin.assign(nc + 1, 0);
+  s.recvBegin.assign(nc + 1, 0);
+  for (size_t c = 0; c < nc; ++c) {
+    const size_t b = s.taskBegin[c], e = s.taskBegin[c + 1];
+    auto& uses = s.uses;
+    uses.clear();
+    s.useBegin[c] = s.firstUses.size();
+    s.sendBegin[c] = s.sends.size();
+    s.recvBegin[c] = s.recvs.size();
+    for (size_t i = b; i < e; ++i) {
+      const TaskLinks& l = s.taskPtrs[i]->links();
+      for (int k = 0; k < l.nsend; ++k) {
+        uses.push_back({l.send[k], i - b});
+        s.sends.push_back(l.send[k]);
+      }
+      for (int k = 0; k < l.nrecv; ++k) {
+        uses.push_back({l.recv[k], i - b});
+        s.recvs.push_back(l.recv[k]);
+      }
+    }
+    std::sort(uses.begin(), uses.end());
+    for (size_t u = 0; u < uses.size(); ++u) {
+      const bool first = u == 0 || uses[u].connection != uses[u - 1].connection;
+      const bool last = u + 1 == uses.size() || uses[u + 1].connection != uses[u].connection;
+      if (first) s.firstUses.push_back(uses[u]);
+      if (last) s.lastUses.push_back(uses[u]);
+      if (first) continue;
+      for (auto& slot : s.before[b + uses[u].task]) {
+        if (slot == nullptr) {
+          slot = s.taskPtrs[b + uses[u - 1].task];
+          break;
+        }
+      }
+    }
+    auto dedupe = [](auto& v, size_t from) {
+      std::sort(v.begin() + from, v.end());
+      v.erase(std::unique(v.begin() + from, v.end()), v.end());
+    };
+    dedupe(s.sends, s.sendBegin[c]);
+    dedupe(s.recvs, s.recvBegin[c]);
+  }
+  s.useBegin[nc] = s.firstUses.size();
+  s.sendBegin[nc] = s.sends.size();
+  s.recvBegin[nc] = s.recvs.size();
+  while (s.runs.size() < nc) s.runs.push_back(std::make_unique<Run>());
+  s.runPtrs.clear();
+  for (size_t c = 0; c < nc; ++c) {
+    Run& r = *s.runs[c];
+    auto range = [c](auto& v, const std::vector<size_t>& begin) {
+      return std::span(v.data() + begin[c], begin[c + 1] - begin[c]);
+    };
+    r.tasks = range(s.taskPtrs, s.taskBegin);
+    r.before = range(s.before, s.taskBegin);
+    r.sends = range(s.sends, s.sendBegin);
+    r.recvs = range(s.recvs, s.recvBegin);
+    r.firstUses = range(s.firstUses, s.useBegin);
+    r.lastUses = range(s.lastUses, s.useBegin);
+    s.runPtrs.push_back(&r);
+  }
+}
+
+// A single call chooses whether its steps between processes may be pulled with CMA and reports
+// how long it took (pull_policy.h) when it runs alone; the ops of a group, and a call beside
+// others, pull only in "always" mode. Decided as the call registers, under the engine's lock.
+struct PullChoice {
+  CollOp* op = nullptr;           // the single call, or null for a group
+  CpuCallFlags* flags = nullptr;  // its flags
+  PullPolicy::Ticket ticket;
+  std::chrono::steady_clock::time_point start;
+  static void decide(void* self, size_t, bool alone) {
+    PullChoice& p = *static_cast<PullChoice*>(self);
+    CollOp& op = *p.op;
+    PullPolicy& policy = cpuExecutorOf(*op.comm).pullPolicy();
+    p.ticket = policy.decide(op.kind, op.count * dataTypeSize(op.type));
+    if (!alone) {
+      p.ticket.pull = policy.pullsAlways();
+      p.ticket.group = -1;  // its time would be the other runs' too
+    }
+    p.flags->mayPull = p.ticket.pull;
+    // Only measured calls read the clock (a small call's whole cost is well under a
+    // microsecond).
+    if (p.ticket.group >= 0) p.start = std::chrono::steady_clock::now();
+  }
+};
+
+void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
+  connectAll(ops, scratch);
+
+  std::vector<std::unique_ptr<PrimTask>>& tasks = scratch.tasks;
+  tasks.clear();
+  scratch.taskComm.clear();
+  std::vector<CollOp> selfCopies;  // outlives the tasks that refer to it (declared first)
+  struct ClearTasks {
+    std::vector<std::unique_ptr<PrimTask>>& tasks;
+    ~ClearTasks() { tasks.clear(); }
+  } clearTasks{tasks};
+  // Sized before any task points into it.
+  std::vector<CpuCallFlags>& flags = scratch.flags;
+  flags.assign(ops.size(), CpuCallFlags{});
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
+    flags[i].streamStores = executor.streamsStores(ops[i].count * dataTypeSize(ops[i].type));
+    if (ops.size() > 1) flags[i].mayPull = cpuExecutorOf(*ops[i].comm).pullPolicy().pullsAlways();
+  }
+  bool anySelf = false;
+  scratch.firstTask.assign(ops.size(), 0);
+  struct Unlock {
+    std::vector<std::unique_lock<std::mutex>>& locks;
+    ~Unlock() { locks.clear(); }
+  } unlock{scratch.locks};
+  scratch.locks.clear();
+  for (Comm* c : scratch.comms) scratch.locks.push_back(c->lockConnections());
+  for (const CollOp& op : ops) {
+    if ((op.kind == CollKind::kSend || op.kind == CollKind::kRecv) && op.peer == op.comm->rank()) {
+      anySelf = true;
+      continue;  // paired below
+    }
+    const size_t index = static_cast<size_t>(&op - ops.data()), first = tasks.size();
+    scratch.firstTask[index] = first;
+    planOp(op, op.comm->nextOpNumber(), tasks);
+    for (size_t t = first; t < tasks.size(); ++t) tasks[t]->setFlags(&flags[index]);
+    scratch.taskComm.resize(tasks.size(), op.comm.get());
+  }
+  scratch.locks.clear();
+  for (const auto& [send, recv] : scratch.overlaps) {
+    // A Send or Recv to another rank is one task; to oneself it is a local copy (no gate needed:
+    // the copy reads before it writes).
+    if (ops[send].peer == ops[send].comm->rank() || ops[recv].peer == ops[recv].comm->rank())
+      continue;
+    tasks[scratch.firstTask[recv]]->setGate(tasks[scratch.firstTask[send]].get());
+  }
+  if (anySelf) {
+    planSelfCopies(ops, selfCopies);
+    scratch.copyFlags.assign(selfCopies.size(), CpuCallFlags{});
+    for (size_t i = 0; i < selfCopies.size(); ++i) {
+      const CollOp& copy = selfCopies[i];
+      scratch.copyFlags[i].streamStores =
+          cpuExecutorOf(*copy.comm).streamsStores(copy.count * dataTypeSize(copy.type));
+      tasks.push_back(std::make_unique<PrimTask>(
+          copy, algo::pipeProgram(Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false),
+          TaskLinks{}, TaskLabel{"copy to self"}));
+      tasks.back()->setFlags(&scratch.copyFlags[i]);
+      scratch.taskComm.push_back(copy.comm.get());
+    }
+  }
+  buildRuns(scratch);
+  PullChoice pull;
+  RegisterHook hook;
+  if (ops.size() == 1) {
+    pull.op = &ops.front();
+    pull.flags = &flags.front();
+    hook = RegisterHook{&PullChoice::decide, &pull};
+  }
+  driveRuns(scratch.comms, scratch.runPtrs, hook);
+  if (pull.ticket.group >= 0) {
+    const auto took = std::chrono::steady_clock::now() - pull.start;
+    Comm& c = *pull.op->comm;
+    engineOf(c).locked([&] {
+      cpuExecutorOf(c).pullPolicy().record(
+          pull.ticket, static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
+    });
+  }
+}
+
+}  // namespace
+
+CpuExecutor::CpuExecutor(const Comm& comm)
+    : pullPolicy_(PullPolicy::fromEnv(plannerState(comm).oversubscribed(),
+                                      plannerState(comm).networkOnly(),
+                                      plannerState(comm).slotBytes())) {
+  const int64_t stream = envInt(EnvVar::LOOM_STREAM_STORE_THRESHOLD);
+  LOOM_ENFORCE(stream >= 0, InvalidArgument, "LOOM_STREAM_STORE_THRESHOLD=", stream,
+               " must be a size in bytes (>= 0; 0: never)");
+  streamMinBytes_ = static_cast<size_t>(stream);
+}
+
+void CpuExecutor::runOne(CollOp&& op) {
+  if (runExchangeNow(op)) return;
+  // No allocation once warm (the per-thread list keeps its capacity).
+  thread_local std::vector<CollOp> one;
+  struct Clear {  // the op holds its communicator: never keep it past the call
+    std::vector<CollOp>& ops;
+    ~Clear() { ops.clear(); }
+  } clear{one};
+  one.push_back(std::move(op));
+  runOps(one);
+}
+
+void CpuExecutor::quiesce() {
+  engine_.waitIdle();
+  exchangeNowPlan_.valid = false;  // it points at the connections the communicator drops
+}
+
+void CpuExecutor::resume() { engine_.endExclusive(); }
+
+void CpuExecutor::addStream(std::weak_ptr<HostStream> stream) {
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  streams_.push_back(std::move(stream));
+}
+
+void CpuExecutor::drain() {
+  std::vector<std::shared_ptr<HostStream>> live;
+  {
+    std::lock_guard<std::mutex> lock(streamsMutex_);
+    for (auto& w : streams_)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  for (auto& s : live) s->wait(s->enqueued());
+}
+
+CpuExecutor& cpuExecutorOf(const Comm& comm) {
+  Executor& e = executorOf(comm);
+  LOOM_ENFORCE(e.hostStreams(), InvalidUsage, "the CPU executor of a ", e.device(),
+               " communicator");
+  return static_cast<CpuExecutor&>(e);
+}
+
+}  // namespace loom

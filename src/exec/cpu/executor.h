@@ -1,0 +1,78 @@
+// The CPU executor: runs a set of operations (one call, or a whole group) to completion on the
+// calling thread - the caller's for a NULL stream, a host stream's own thread otherwise.
+//
+// How it works. Each operation becomes PrimTasks, one per channel (or per peer for
+// point-to-point). Connections are made on first use (Comm::connect says how that stays
+// deadlock-free with other operations in flight). The tasks of a call join their
+// communicator's progress engine (progress_engine.h), where whichever thread drives steps them
+// together with those of the other calls running on other streams or threads of the
+// communicator. Tasks that share a connection run in the order they were submitted (every rank
+// submits in the same order, so the slots on the wire match); tasks on different connections
+// progress together, so sends and receives posted in any order - in one group, or on
+// different streams - cannot deadlock. The loop polls every task and connection; when nothing
+// moves it spins briefly, then yields, then sleeps in short naps, so ranks that share cores
+// still make progress. A run fails with loomTimeout when nothing moved for the communicator's
+// timeout (naming what each unfinished task waits for), and with loomInvalidUsage when its
+// communicator is aborted; a failure fails every operation in flight on the communicator, and
+// marks it failed.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "src/exec/cpu/exchange_now.h"
+#include "src/exec/cpu/progress_engine.h"
+#include "src/exec/cpu/pull_policy.h"
+#include "src/exec/device_executor.h"
+#include "src/plan/coll.h"
+
+namespace loom {
+
+class HostStream;
+
+void runOps(std::vector<CollOp>& ops);
+
+// The executor of a CPU communicator, and what it keeps per communicator: the progress engine
+// its calls join, the CMA pull policy, the fast path's cached plan and the host streams.
+class CpuExecutor final : public Executor {
+ public:
+  explicit CpuExecutor(const Comm& comm);
+
+  const char* device() const override { return "cpu"; }
+  bool hostStreams() const override { return true; }
+  void run(std::vector<CollOp>& ops) override { runOps(ops); }
+  void runOne(CollOp&& op) override;
+  void quiesce() override;
+  void resume() override;
+  void drain() override;
+
+  // Runs this communicator's operations together (progress_engine.h).
+  ProgressEngine& engine() { return engine_; }
+  // Whether a call's steps may be pulled with CMA (pull_policy.h); used under the engine's
+  // lock (ProgressEngine::enter, ::locked).
+  PullPolicy& pullPolicy() { return pullPolicy_; }
+  // The fast path's plan for the last small AllReduce (exchange_now.h); used while driving
+  // alone (ProgressEngine::tryExclusive).
+  ExchangeNowPlan& exchangeNowPlan() { return exchangeNowPlan_; }
+  // Whether a host call of `bytes` per rank writes its output and the peers' slots with
+  // non-temporal stores (LOOM_STREAM_STORE_THRESHOLD).
+  bool streamsStores(size_t bytes) const { return streamMinBytes_ > 0 && bytes >= streamMinBytes_; }
+  // Streams created on this communicator, so finalize/destroy/abort can drain them.
+  void addStream(std::weak_ptr<HostStream> stream);
+
+ private:
+  ProgressEngine engine_;
+  PullPolicy pullPolicy_;
+  size_t streamMinBytes_ = 0;
+  ExchangeNowPlan exchangeNowPlan_;
+  std::mutex streamsMutex_;
+  std::vector<std::weak_ptr<HostStream>> streams_;
+};
+
+// The CPU executor of `comm`. Throws InvalidUsage before init made it or for a CUDA
+// communicator.
+CpuExecutor& cpuExecutorOf(const Comm& comm);
+inline ProgressEngine& engineOf(const Comm& comm) { return cpuExecutorOf(comm).engine(); }
+
+}  // namespace loom

@@ -1,0 +1,246 @@
+#include "src/exec/cpu/prim_task.h"
+
+#include <cstring>
+
+#include "src/base/error.h"
+#include "src/kernels/datatype_traits.h"
+#include "src/kernels/reduce_copy_dispatch.h"
+#include "src/kernels/step_operands.h"
+
+namespace loom {
+
+using algo::Prim;
+
+namespace {
+
+// A pure copy to every destination, bit-exact: one read of the source. With several
+// destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
+// when the others read it, instead of reading the whole source once per destination.
+// With `stream`, every destination is written with non-temporal stores (streamCopy), each
+// from the source's tile, which the first one brought into cache.
+void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool stream) {
+  constexpr size_t kTile = 64 * 1024;
+  const void* first = nullptr;  // the destination that is not the source, read back per tile
+  for (int d = 0; d < ndst; ++d) {
+    if (dst[d] != src && first == nullptr) first = dst[d];
+  }
+  if (first == nullptr) return;  // in place everywhere
+  for (size_t off = 0; off < bytes; off += kTile) {
+    const size_t n = bytes - off < kTile ? bytes - off : kTile;
+    const char* from = static_cast<const char*>(src) + off;
+    if (stream) {
+      for (int d = 0; d < ndst; ++d)
+        if (dst[d] != src) streamCopy(static_cast<char*>(dst[d]) + off, from, n);
+      continue;
+    }
+    std::memcpy(static_cast<char*>(const_cast<void*>(first)) + off, from, n);
+    for (int d = 0; d < ndst; ++d) {
+      if (dst[d] == src || dst[d] == first) continue;
+      std::memcpy(static_cast<char*>(dst[d]) + off, static_cast<const char*>(first) + off, n);
+    }
+  }
+}
+
+}  // namespace
+
+void checkReceived(const TaskLabel& label, const CollOp& op, int peer, uint32_t tag,
+                   uint32_t signature, size_t got, size_t expected) {
+  // Ranks that disagree about the call fail clearly instead of mixing data.
+  LOOM_ENFORCE(tag == signature, RemoteError, label.str(), ": rank ", peer,
+               " made a different call than this rank's ", describeCall(op),
+               "; every rank must call the same collectives in the same order with the "
+               "same count, datatype, op and root");
+  LOOM_ENFORCE(got == expected, RemoteError, label.str(), ": rank ", peer, " sent ", got,
+               " bytes where ", expected,
+               " were expected; did every rank call it with the same count and datatype?");
+}
+
+std::string TaskLabel::str() const {
+  std::string s = number > 0 ? strCat(what, " #", number) : std::string(what);
+  if (algo != nullptr)
+    s += tree >= 0 ? strCat(" (", algo, " ", tree, ")") : strCat(" (", algo, ")");
+  if (channel >= 0) s += strCat(" channel ", channel);
+  if (part != nullptr) s += strCat(" ", part);
+  if (toRank >= 0) s += strCat(" to rank ", toRank);
+  if (fromRank >= 0) s += strCat(" from rank ", fromRank);
+  return s;
+}
+
+namespace {
+const CpuCallFlags kNoFlags;
+}  // namespace
+
+PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const TaskLinks& links,
+                   const TaskLabel& label, const PrimTask* gate, TaskInput input)
+    : op_(op),
+      flags_(&kNoFlags),
+      program_(program),
+      links_(links),
+      label_(label),
+      gate_(gate),
+      elemSize_(dataTypeSize(op.type)),
+      input_(static_cast<const char*>(input.fromOutput ? op.recvbuff : op.sendbuff)),
+      inputHasPreOp_(input.fromOutput),
+      isReduction_(!input.copiesOnly &&
+                   (op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
+                    op.kind == CollKind::kReduceScatter)),
+      signature_(collSignature(op)),
+      // An input may go out as it is unless a pre-op (a user PreMulSum) changes it on
+      // the way, or received data overwrites it meanwhile (in-place AlltoAll, a Send whose
+      // buffer a Recv of its group fills).
+      directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&
+                   !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
+                   !op.inputOverwritten) {}
+
+std::string PrimTask::waitingFor() const {
+  if (done_) return "nothing";
+  switch (wait_) {
+    case Wait::kGate:
+      return strCat(label_.str(), ": its own earlier phase");
+    case Wait::kData:
+      return strCat(label_.str(), ": data from rank ", links_.recvPeer[waitIndex_]);
+    case Wait::kSlot:
+      return strCat(label_.str(), ": a free slot toward rank ", links_.sendPeer[waitIndex_]);
+    case Wait::kNothing:
+      break;
+  }
+  return strCat(label_.str(), ": its turn on a connection an earlier operation uses");
+}
+
+void PrimTask::checkPeer() const {
+  if (done_) return;
+  if (wait_ == Wait::kData) links_.recv[waitIndex_]->checkPeer();
+  if (wait_ == Wait::kSlot) links_.send[waitIndex_]->checkPeer();
+}
+
+transport::WaitArm PrimTask::armWait(transport::WaitSet& set) const {
+  switch (wait_) {
+    case Wait::kData:
+      return links_.recv[waitIndex_]->armWait(set);
+    case Wait::kSlot:
+      return links_.send[waitIndex_]->armWait(set, /*drain=*/false);
+    case Wait::kGate:
+      return transport::WaitArm::kArmed;
+    case Wait::kNothing:
+      break;
+  }
+  return transport::WaitArm::kReady;
+}
+
+bool PrimTask::progress() {
+  bool any = false;
+  while (!done_ && tryStep()) any = true;
+  return any;
+}
+
+// Runs the current step if its slots are ready. Returns true if it ran (or the walk ended).
+bool PrimTask::tryStep() {
+  if (!haveCurrent_) {
+    if (!algo::nextStep(program_, cursor_, current_)) {
+      done_ = true;
+      return true;
+    }
+    haveCurrent_ = true;
+  }
+  if (gate_ != nullptr && gate_->stepsDone() <= stepsDone_ && !gate_->done()) {
+    wait_ = Wait::kGate;
+    return false;
+  }
+  const algo::Step& s = current_;
+  const size_t bytes = s.count * elemSize_;
+  // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
+  // hands out the same slot until it is released or posted).
+  const void* received[kMaxTaskPeers] = {};
+  const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
+  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
+  if (recvs) {
+    // A step that only moves one peer's data into the output (AllGather, Broadcast, the
+    // second half of a ring AllReduce) lets a connection that copies data in itself put it
+    // there directly; the step's own copy (or post-op) then runs in place.
+    if (links_.nrecv == 1 && (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend))
+      links_.recv[0]->pullInto(out, bytes);
+    for (int i = 0; i < links_.nrecv; ++i) {
+      size_t got = 0;
+      uint32_t tag = 0;
+      received[i] = links_.recv[i]->tryReceive(&got, &tag);
+      if (received[i] == nullptr) {
+        wait_ = Wait::kData;
+        waitIndex_ = i;
+        return false;
+      }
+      checkReceived(label_, op_, links_.recvPeer[i], tag, signature_, got, bytes);
+    }
+  }
+  const char* in = input_ + s.inOffset * elemSize_;
+  // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
+  // user buffer that stays put until the call returns - the output it writes, or an input sent
+  // as it is - a connection that takes it gets that address instead of a filled slot. A pure
+  // copy sends its input rather than the copy it just wrote: the same bytes, but lines the
+  // peer can read without taking them out of this core's cache first.
+  const bool opApplies =
+      isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
+  const bool inputGoes = directInput_ && (s.prim == algo::Prim::kSend ||
+                                          (s.prim == algo::Prim::kCopySend && !opApplies));
+  const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
+  void* slots[kMaxTaskPeers] = {};
+  const void* direct[kMaxTaskPeers] = {};  // the address a link posts instead of a slot
+  if (sends) {
+    for (int i = 0; i < links_.nsend; ++i) {
+      transport::SendConnection& link = *links_.send[i];
+      if (inputGoes && link.acceptsDirect(in, bytes, flags_->mayPull))
+        direct[i] = in;
+      else if (outputGoes && link.acceptsDirect(out, bytes, flags_->mayPull))
+        direct[i] = out;
+      slots[i] = links_.send[i]->tryAcquire();
+      if (slots[i] == nullptr) {
+        wait_ = Wait::kSlot;
+        waitIndex_ = i;
+        return false;
+      }
+    }
+  }
+
+  // Slots to fill: a link that posts the data by address fills none.
+  void* fill[kMaxTaskPeers] = {};
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i) fill[i] = direct[i] ? nullptr : slots[i];
+  StepBuffers buffers;
+  buffers.input = in;
+  buffers.inputHasPreOp = inputHasPreOp_;
+  buffers.inputPosition = inputPosition_;
+  buffers.received = received;
+  buffers.nrecv = links_.nrecv;
+  buffers.output = out;
+  buffers.slots = fill;
+  buffers.nslots = links_.nsend;
+  ReduceCopyArgs args;
+  stepOperands(s.prim, s.final, buffers, args);
+  args.count = s.count;
+  args.scalar = op_.scalar;
+  args.streamStores = flags_->streamStores;
+  // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
+  // value, NaN payloads included, and as fast as memcpy gets.
+  if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
+    if (args.nsrc == 1 && !opApplies) {
+      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
+    } else {
+      reduceCopy(op_.type, op_.reduce, args);
+    }
+  }
+  if (recvs)
+    for (int i = 0; i < links_.nrecv; ++i) links_.recv[i]->release();
+  if (sends) {
+    for (int i = 0; i < links_.nsend; ++i) {
+      if (direct[i])
+        links_.send[i]->postDirect(direct[i], bytes, signature_);
+      else
+        links_.send[i]->post(bytes, signature_);
+    }
+  }
+  haveCurrent_ = false;
+  wait_ = Wait::kNothing;
+  ++stepsDone_;
+  return true;
+}
+
+}  // namespace loom

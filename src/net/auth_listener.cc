@@ -1,0 +1,237 @@
+#include "src/net/auth_listener.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <cstring>
+
+#include "src/base/error.h"
+#include "src/base/logging.h"
+#include "src/net/test_hooks.h"
+
+namespace loom {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4c4d484c;  // "LMHL"
+constexpr uint16_t kWireVersion = 1;
+// Beyond this many half-open connections the oldest is dropped: strangers cannot exhaust fds.
+constexpr size_t kMaxPending = 256;
+
+void put32(uint8_t*& p, uint32_t v) {
+  v = htonl(v);
+  std::memcpy(p, &v, 4);
+  p += 4;
+}
+void put16(uint8_t*& p, uint16_t v) {
+  v = htons(v);
+  std::memcpy(p, &v, 2);
+  p += 2;
+}
+uint32_t get32(const uint8_t*& p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  p += 4;
+  return ntohl(v);
+}
+uint16_t get16(const uint8_t*& p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  p += 2;
+  return ntohs(v);
+}
+
+}  // namespace
+
+void sendHello(Socket& socket, const Hello& h, const void* payload, Deadline deadline,
+               AbortFlag abort) {
+  uint8_t buf[kHelloBytes];
+  uint8_t* p = buf;
+  put32(p, kHelloMagic);
+  put16(p, kWireVersion);
+  put16(p, static_cast<uint16_t>(h.kind));
+  std::memcpy(p, h.secret.data(), h.secret.size());
+  p += h.secret.size();
+  put32(p, static_cast<uint32_t>(h.rank));
+  put32(p, static_cast<uint32_t>(h.nranks));
+  put32(p, h.tag);
+  put32(p, h.payloadBytes);
+  socket.sendAll(buf, sizeof(buf), deadline, abort);
+  if (h.payloadBytes > 0) socket.sendAll(payload, h.payloadBytes, deadline, abort);
+}
+
+AuthListener::AuthListener(const SocketAddress& address, const Secret& secret, std::string owner)
+    : listener_(Socket::listen(address)), secret_(secret), owner_(std::move(owner)) {
+  address_ = listener_.localAddress();
+  testing::notifyListenerCreated(address_);
+}
+
+void AuthListener::refuse(Pending& p, const std::string& why) {
+  LOOM_WARN(kLogBootstrap, owner_, " refused a connection from ", p.socket.peerName(), ": ", why,
+            ". If this is a rank of your job, it was given a different unique id.");
+  testing::countRefusedConnection();
+  p.socket.close();
+}
+
+// Reads what the connection has for us; sets `finished` when it is either admitted to ready_
+// or refused (socket closed).
+void AuthListener::progress(Pending& p, bool& finished) {
+  finished = false;
+  if (!p.headerDone) {
+    uint8_t buf[kHelloBytes];
+    size_t want = kHelloBytes - p.header.size();
+    long n = p.socket.recvSome(buf, want);
+    if (n < 0) {
+      refuse(p, strCat("it closed after ", p.header.size(), " of ", kHelloBytes,
+                       " header bytes (truncated)"));
+      finished = true;
+      return;
+    }
+    p.header.insert(p.header.end(), buf, buf + n);
+    if (p.header.size() < kHelloBytes) return;
+    const uint8_t* q = p.header.data();
+    uint32_t magic = get32(q);
+    uint16_t version = get16(q);
+    uint16_t kind = get16(q);
+    std::memcpy(p.hello.secret.data(), q, p.hello.secret.size());
+    q += p.hello.secret.size();
+    p.hello.kind = static_cast<HelloKind>(kind);
+    p.hello.rank = static_cast<int32_t>(get32(q));
+    p.hello.nranks = static_cast<int32_t>(get32(q));
+    p.hello.tag = get32(q);
+    p.hello.payloadBytes = get32(q);
+    std::string why;
+    if (magic != kHelloMagic) {
+      why = "it does not speak loom's bootstrap protocol (bad magic)";
+    } else if (version != kWireVersion) {
+      why = strCat("it speaks bootstrap version ", version, ", this loom ", kWireVersion);
+    } else if (!secretsEqual(p.hello.secret, secret_)) {
+      why = "it did not prove the job's secret";
+    } else if (kind < 1 || kind > 4) {
+      why = strCat("unknown connection kind ", kind);
+    } else if (p.hello.payloadBytes > kMaxBootstrapPayload) {
+      why = strCat("it announced ", p.hello.payloadBytes, " bytes, more than the ",
+                   kMaxBootstrapPayload, " a bootstrap message may have");
+    }
+    if (!why.empty()) {
+      refuse(p, why);
+      finished = true;
+      return;
+    }
+    p.headerDone = true;
+    p.payload.resize(p.hello.payloadBytes);
+  }
+  if (p.payloadGot < p.payload.size()) {
+    long n = p.socket.recvSome(p.payload.data() + p.payloadGot, p.payload.size() - p.payloadGot);
+    if (n < 0) {
+      refuse(p, strCat("it closed after ", p.payloadGot, " of ", p.payload.size(),
+                       " payload bytes (truncated)"));
+      finished = true;
+      return;
+    }
+    p.payloadGot += static_cast<size_t>(n);
+  }
+  if (p.payloadGot == p.payload.size()) {
+    p.socket.setPeerName(strCat("rank ", p.hello.rank));
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_.push_back({std::move(p.socket), p.hello, std::move(p.payload)});
+    finished = true;
+  }
+}
+
+bool AuthListener::pollOnce(int timeoutMs, const Socket* watch) {
+  std::vector<pollfd> fds;
+  fds.push_back({listener_.fd(), POLLIN, 0});
+  for (const Pending& p : pending_) fds.push_back({p.socket.fd(), POLLIN, 0});
+  if (watch != nullptr && watch->valid()) fds.push_back({watch->fd(), POLLIN, 0});
+  int rc = ::poll(fds.data(), fds.size(), timeoutMs);
+  if (rc < 0 && errno != EINTR) throwSystemError("poll() on the bootstrap listener", errno);
+  if (rc > 0 && watch != nullptr && watch->valid() && fds.back().revents != 0 &&
+      watch->peerClosed()) {
+    throw RemoteError(strCat(watch->peerName(), " closed the connection (did it exit or crash?)"));
+  }
+
+  // Progress only those connections that have something to read, then admit new ones.
+  std::vector<Pending> still;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    bool finished = false;
+    if (rc > 0 && fds[i + 1].revents != 0) progress(p, finished);
+    if (!finished && p.deadline.expired()) {
+      refuse(p, strCat("it sent only ", p.header.size(), " header bytes in ", kHelloDeadlineMs,
+                       " ms"));
+      finished = true;
+    }
+    if (!finished) still.push_back(std::move(p));
+  }
+  pending_ = std::move(still);
+  for (;;) {
+    Socket s = listener_.tryAccept();
+    if (!s.valid()) break;
+    if (pending_.size() >= kMaxPending) {
+      refuse(pending_.front(), "too many connections are waiting to prove the secret");
+      pending_.erase(pending_.begin());
+    }
+    Pending p;
+    p.socket = std::move(s);
+    p.deadline = Deadline::after(std::chrono::milliseconds(kHelloDeadlineMs));
+    bool finished = false;
+    progress(p, finished);  // a legitimate peer has usually sent its Hello already
+    if (!finished) pending_.push_back(std::move(p));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !ready_.empty();
+}
+
+void AuthListener::pollOrWait(std::unique_lock<std::mutex>& lock, int timeoutMs,
+                              const Socket* watch) {
+  if (polling_) {
+    admitted_.wait_for(lock, std::chrono::milliseconds(timeoutMs));
+    return;
+  }
+  polling_ = true;
+  lock.unlock();
+  struct Done {
+    AuthListener& self;
+    std::unique_lock<std::mutex>& lock;
+    ~Done() {
+      lock.lock();
+      self.polling_ = false;
+      self.admitted_.notify_all();  // what it admitted may be another waiter's
+    }
+  } done{*this, lock};
+  pollOnce(timeoutMs, watch);
+}
+
+void AuthListener::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!polling_) pollOrWait(lock, 0, nullptr);  // else the poller accepts them
+}
+
+std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (ready_.empty()) pollOrWait(lock, timeoutMs, nullptr);
+  if (ready_.empty()) return std::nullopt;
+  IncomingConnection c = std::move(ready_.front());
+  ready_.pop_front();
+  return c;
+}
+
+IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>& want,
+                                         Deadline deadline, AbortFlag abort,
+                                         const std::string& whatFor, const Socket* watch) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+      if (want(it->hello)) {
+        IncomingConnection c = std::move(*it);
+        ready_.erase(it);
+        return c;
+      }
+    }
+    throwIfAborted(abort, whatFor.c_str());
+    if (deadline.expired()) throw TimeoutError(strCat("timed out waiting for ", whatFor));
+    pollOrWait(lock, deadline.pollMs(kAbortPollMs), watch);
+  }
+}
+
+}  // namespace loom

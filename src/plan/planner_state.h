@@ -1,0 +1,92 @@
+// What the planner keeps per communicator, made once at init (plannerState(comm)):
+//   - the environment overrides (LOOM_ALGO, LOOM_PROTO, LOOM_TREE_THRESHOLD, LOOM_LL_THRESHOLD,
+//     LOOM_BUFFSIZE), read and checked once: a bad value fails init with InvalidArgument
+//     instead of every call, and a call reads no environment (tunables are owned by the
+//     communicator: docs/architecture.md, "Environment variables");
+//   - the node layout and the tuner's model of the job (src/tune), built once;
+//   - the decisions for recent call sizes: the tuner searches its candidates once per
+//     (collective, size), then a call costs one atomic load.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "src/comm/comm.h"
+#include "src/plan/coll.h"
+#include "src/tune/cluster_model.h"
+#include "src/tune/comm_topology.h"
+#include "transports/transport.h"
+
+namespace loom {
+
+struct PlanChoice {
+  Algorithm algorithm = Algorithm::kRing;
+  transport::Protocol protocol = transport::Protocol::kSimple;
+};
+
+class PlannerState final : public CommLayerState {
+ public:
+  explicit PlannerState(const Comm& comm);  // throws InvalidArgument for bad overrides
+
+  // The algorithm and protocol of a call of `kind` moving `bytes` per rank.
+  PlanChoice choose(CollKind kind, size_t bytes) const;
+
+  const tune::NodeLayout& layout() const { return layout_; }
+  // LOOM_BUFFSIZE / 8: the slot size every transport of this communicator uses.
+  size_t slotBytes() const { return slotBytes_; }
+  // More ranks on this rank's host than the host has CPUs online: waiting ranks should yield
+  // their CPU at once instead of spinning (executor.cc's Backoff).
+  bool oversubscribed() const { return oversubscribed_; }
+  // Every pair of ranks talks over the network (each on its own host, or shared memory off):
+  // no step can be pulled with CMA.
+  bool networkOnly() const { return networkOnly_; }
+
+ private:
+  PlanChoice decide(CollKind kind, size_t bytes) const;
+
+  int nranks_;
+  tune::NodeLayout layout_;
+  tune::ClusterModel model_;
+  std::optional<Algorithm> forcedAlgorithm_;
+  std::optional<transport::Protocol> forcedProtocol_;
+  int64_t treeThreshold_ = -1;  // -1: unset (the tuner decides)
+  int64_t llThreshold_ = -1;
+  // LOOM_EXCHANGE_THRESHOLD: AllReduce takes the exchange algorithm (one step; every rank sends
+  // its input to every other) while (nranks - 1)^2 x bytes <= this: each rank sends and reduces
+  // (n-1) times its data, and more ranks share the same cores. Default 256 KiB: with 2 ranks the
+  // exchange beats the ring up to there over shared memory and TCP, and with 4 ranks on 2 cores
+  // up to 32 KiB, near the 28 KiB this bound gives them (docs/performance.md).
+  size_t exchangeMaxBytes_ = 0;
+  // LOOM_DOUBLING_THRESHOLD: where every link is a network link (networkOnly_), AllReduce of
+  // more than 2 ranks takes recursive doubling while doublingSteps_ x bytes <= this: the
+  // whole vector crosses that many times in a row (log2 of the largest power of two <= n
+  // rounds, 2 more where extra ranks fold in first and get the result last). There a
+  // message costs system calls at both ends, and doubling sends one per round where the
+  // exchange sends n - 1 and the ring runs 2(n - 1) steps. Default 1 MiB: over TCP doubling
+  // beats the exchange and the ring for 3, 4 and 6 ranks up to a few hundred KiB per rank,
+  // ties the ring near 1 MiB and loses beyond, where the ring's pipelining wins. Over shared
+  // memory a message is cheap and the exchange stays ahead, so doubling is for network-only
+  // jobs (docs/performance.md).
+  size_t doublingMaxBytes_ = 0;
+  int doublingSteps_ = 0;
+  bool networkOnly_ = false;
+  bool oversubscribed_ = false;
+  // LOOM_STREAM_STORE_THRESHOLD, default 4 MiB. A slot of a large call is read by the peer after
+  // it left the writer's L2, and a line served from another core's cache can be slower than
+  // one from memory; with streaming stores the output's lines are not read before being
+  // overwritten either. Streaming the peers' slots matters more than streaming the output.
+  // Below a few MiB a call's whole working set (about 6x its size over two ranks) can stay in
+  // a large L3, and plain stores keep it there; streaming then loses as often as it wins.
+  size_t slotBytes_ = 0;
+  // Direct-mapped: each word packs (bytes + 1, kind, algorithm, protocol), so a reader sees a
+  // whole entry or none; a lost race only costs a recomputation.
+  mutable std::array<std::atomic<uint64_t>, 64> cache_{};
+};
+
+// The planner's state of `comm`, made at init (src/api/comm_layers.h). Throws InvalidUsage
+// before that.
+const PlannerState& plannerState(const Comm& comm);
+
+}  // namespace loom
