@@ -16,13 +16,11 @@
 #include <type_traits>
 
 #include "src/base/logging.h"
+#include "src/mem/region_registry.h"
 #include "transports/peers.h"
 #include "transports/transport.h"
 
 namespace loom::transport {
-
-// The memory a connection's buffers are in.
-enum class MemoryKind : uint8_t { kHost = 0, kCudaDevice = 1, kCudaHostMapped = 2 };
 
 // Everything a transport needs to know about the connection it sets up.
 struct SetupContext {

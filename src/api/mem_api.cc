@@ -1,9 +1,9 @@
-// The C API of loomMemAlloc's regions (mem_alloc.h holds the registry itself).
+// The C API of loomMemAlloc's regions (src/mem/region_registry.h holds the registry itself).
 #include "loom/loom.h"
 #include "src/api/api_guard.h"
 #include "src/base/error.h"
 #include "src/base/logging.h"
-#include "src/mem/mem_alloc.h"
+#include "src/mem/region_registry.h"
 
 using namespace loom;
 

@@ -18,7 +18,7 @@
 
 #include "loom/loom.h"
 #include "src/base/strings.h"
-#include "src/mem/mem_alloc.h"
+#include "src/mem/region_registry.h"
 #include "tests/test_util.h"
 
 namespace loom {

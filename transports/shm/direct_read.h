@@ -7,7 +7,7 @@
 // address and the receiver's fused reduceCopy reads it directly: one copy, and the sender's
 // core is free. Ranks in one process (threads) simply read each other's memory. Ranks in
 // different processes read each other's memory when it comes from loomMemAlloc (registered
-// regions, src/mem/mem_alloc.h): the sender posts (region id, offset), the receiver maps the
+// regions, src/mem/region_registry.h): the sender posts (region id, offset), the receiver maps the
 // region once (registered_read.h) and reads in place, as threads do. Other memory of another
 // process can be pulled with process_vm_readv (CMA): one kernel copy, saving the sender's
 // copy, straight into the receiver's output when the step only moves data there

@@ -1,5 +1,5 @@
 // The receiving side of registered single-copy steps: reading a peer process's loomMemAlloc
-// regions (src/mem/mem_alloc.h) through mappings of our own.
+// regions (src/mem/region_registry.h) through mappings of our own.
 //
 // How it works. A registered step arrives as (region id, the region's fd number in the sender,
 // offset). The first time a region is seen, the receiver duplicates the sender's fd with

@@ -7,7 +7,7 @@
 #include "src/base/env.h"
 #include "src/base/error.h"
 #include "src/base/logging.h"
-#include "src/mem/mem_alloc.h"
+#include "src/mem/region_registry.h"
 #include "transports/shm/direct_read.h"
 #include "transports/shm/ll_connection.h"
 #include "transports/shm/registered_read.h"

@@ -1,4 +1,4 @@
-#include "src/mem/mem_alloc.h"
+#include "src/mem/region_registry.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -60,7 +60,7 @@ MemRegion allocRegion(size_t size) {
   (void)madvise(p, mapped, MADV_HUGEPAGE);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  MemRegion region{r.nextId++, reinterpret_cast<uintptr_t>(p), mapped, fd};
+  MemRegion region{r.nextId++, reinterpret_cast<uintptr_t>(p), mapped, fd, MemoryKind::kHost, -1};
   r.byBase[region.base] = region;
   r.live.store(r.byBase.size(), std::memory_order_relaxed);
   return region;

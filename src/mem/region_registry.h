@@ -1,5 +1,7 @@
-// Memory that peers on the same host can map: loomMemAlloc's regions (NCCL's ncclMemAlloc plus
-// buffer registration, in one call).
+// The registry of memory regions that peers can reach without a copy through a ring:
+// loomMemAlloc's regions (NCCL's ncclMemAlloc plus buffer registration, in one call). It is
+// transport-neutral: a region says what memory it is and carries the handle a peer imports it
+// by; which transport imports it, and how, is the transport's business.
 //
 // Why. Between processes the shm transport copies every byte twice: the sender into a slot of
 // the shared ring, the receiver out of it. When a step's data lies in a region from
@@ -21,11 +23,17 @@
 
 namespace loom {
 
+// What a region's memory is. Host regions are memfds; CUDA regions (device memory with an IPC
+// handle, host memory mapped for a device) are the CUDA data path's to add.
+enum class MemoryKind : uint8_t { kHost = 0, kCudaDevice = 1, kCudaHostMapped = 2 };
+
 struct MemRegion {
   uint64_t id = 0;  // 1, 2, ...; never reused in this process
   uintptr_t base = 0;
   size_t size = 0;  // the mapped size (the request rounded up to whole pages)
-  int fd = -1;      // the memfd; peers duplicate it with pidfd_getfd
+  int fd = -1;      // kHost: the memfd; peers duplicate it with pidfd_getfd
+  MemoryKind kind = MemoryKind::kHost;
+  int device = -1;  // LOOM_DEVICE_CPU for host regions, else the CUDA ordinal
 };
 
 // Creates and maps a region of at least `size` bytes (> 0). Throws InvalidArgument for size 0,
