@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "src/mem/region_registry.h"
 #include "transports/wait.h"
 
 namespace loom::transport {
@@ -44,6 +45,21 @@ inline constexpr int kSlots = 8;
 enum class Protocol : uint8_t { kSimple = 0, kLL = 1 };
 
 inline const char* protocolName(Protocol p) { return p == Protocol::kLL ? "LL" : "Simple"; }
+
+// A step's bytes that stay unchanged in this process until the connection is drained(),
+// offered to a connection in place of a filled slot (single-copy steps: shm/direct_read.h,
+// shm/registered_read.h, socket zero-copy sends).
+struct StepMemory {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  // The registered region that holds them (src/mem/region_registry.h), or null. The executor
+  // looks it up; a peer that imports the region reads the step in place at its offset
+  // (data - region->base), whatever memory kind it is.
+  const MemRegion* region = nullptr;
+  // The call lets the receiver pull memory outside any region with a system call (CMA); the
+  // CPU executor's pull policy decides per call (src/exec/cpu/pull_policy.h).
+  bool mayPull = false;
+};
 
 // Fixed-size opaque setup message (bootstrap messages have exact sizes).
 struct ConnectBlob {
@@ -70,18 +86,15 @@ class SendConnection {
   // kReady: what the caller waits for is there now, do not sleep. kUnsupported: this
   // connection cannot wake a sleeper; nap briefly instead.
   virtual WaitArm armWait(WaitSet& set, bool drain) = 0;
-  // Single-copy posting (shm/direct_read.h). True if a step of `bytes` at `data` may be
-  // posted as the address of data in this process that stays unchanged until drained(): then,
-  // after tryAcquire(), postDirect() replaces filling the slot and post(). `mayPull`: the call
-  // lets the receiver pull the step with a system call (CMA; src/exec/cpu/pull_policy.h decides);
-  // steps the receiver reads in place (same process, registered regions) do not depend on it.
-  virtual bool acceptsDirect(const void* data, size_t bytes, bool mayPull) const {
-    (void)data, (void)bytes, (void)mayPull;
+  // Single-copy posting. True if `step` may be posted as it lies instead of copied into a
+  // slot: then, after tryAcquire(), postStep() replaces filling the slot and post(). A
+  // connection takes what its peer can read: the address in a process it shares, a
+  // registered region it imports, memory it may pull (step.mayPull).
+  virtual bool acceptsStep(const StepMemory& step) const {
+    (void)step;
     return false;
   }
-  virtual void postDirect(const void* data, size_t bytes, uint32_t tag) {
-    (void)data, (void)bytes, (void)tag;
-  }
+  virtual void postStep(const StepMemory& step, uint32_t tag) { (void)step, (void)tag; }
   // Throws RemoteError when the peer's process is gone. The executor asks every so often
   // during a long wait on this connection (a system call; never per poll). Connections that
   // notice by themselves in progress() (a socket's EOF) need nothing here.

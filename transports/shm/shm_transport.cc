@@ -66,31 +66,32 @@ class ShmSendConnection final : public SendConnection {
         direct_(direct),
         cmaMin_(shm::hasMode(direct, shm::DirectMode::kCma) ? shm::cmaThreshold() : 0) {}
 
-  bool acceptsDirect(const void* data, size_t bytes, bool mayPull) const override {
-    if (direct_ == shm::DirectMode::kNone || bytes > ring_.slotBytes) return false;
-    if (direct_ == shm::DirectMode::kSameProcess) return bytes >= kDirectMin;
-    if (registeredRegion(data, bytes)) return true;
-    if (!mayPull || !shm::hasMode(direct_, shm::DirectMode::kCma) || bytes < cmaMin_) return false;
+  bool acceptsStep(const StepMemory& step) const override {
+    if (direct_ == shm::DirectMode::kNone || step.bytes > ring_.slotBytes) return false;
+    if (direct_ == shm::DirectMode::kSameProcess) return step.bytes >= kDirectMin;
+    if (takesRegion(step)) return true;
+    if (!step.mayPull || !shm::hasMode(direct_, shm::DirectMode::kCma) || step.bytes < cmaMin_)
+      return false;
     if (cmaVerdict_ == 0) cmaVerdict_ = ring_.control->cmaVerdict.load(std::memory_order_acquire);
     return cmaVerdict_ == 1;
   }
 
-  void postDirect(const void* data, size_t bytes, uint32_t tag) override {
+  void postStep(const StepMemory& step, uint32_t tag) override {
     const uint64_t i = tail_ % kSlots;
-    const std::optional<MemRegion> region = registeredRegion(data, bytes);
-    LOOM_ENFORCE(acquired_ && (region || acceptsDirect(data, bytes, /*mayPull=*/true)),
-                 InternalError, "shm postDirect() of ", bytes, " bytes to rank ", peer_,
+    const bool region = takesRegion(step);
+    LOOM_ENFORCE(acquired_ && acceptsStep(step), InternalError, "shm postStep() of ", step.bytes,
+                 " bytes to rank ", peer_,
                  " without a slot or on a connection that does not take it");
     if (region) {
-      ring_.control->region[i] = region->id;
-      ring_.control->regionFd[i] = region->fd;
-      ring_.control->direct[i] = reinterpret_cast<uintptr_t>(data) - region->base;
+      ring_.control->region[i] = step.region->id;
+      ring_.control->regionFd[i] = step.region->fd;
+      ring_.control->direct[i] = reinterpret_cast<uintptr_t>(step.data) - step.region->base;
     } else {
       ring_.control->region[i] = 0;
-      ring_.control->direct[i] = reinterpret_cast<uint64_t>(data);
+      ring_.control->direct[i] = reinterpret_cast<uint64_t>(step.data);
     }
     directUntil_ = tail_ + 1;  // drained once the receiver released this step
-    publish(bytes, tag);
+    publish(step.bytes, tag);
   }
 
   bool drained() const override {
@@ -132,25 +133,18 @@ class ShmSendConnection final : public SendConnection {
   void checkPeer() const override { shm::checkPeerHolds(segment_, peer_); }
 
  private:
-  // The loomMemAlloc region holding the whole step when the receiver maps our regions (its
-  // verdict, written once at setup, is cached after the first look). acceptsDirect() and the
-  // postDirect() after it ask about the same step: the second asks the cache, not the
-  // registry (whose lookup takes a lock).
-  std::optional<MemRegion> registeredRegion(const void* data, size_t bytes) const {
-    if (!shm::hasMode(direct_, shm::DirectMode::kRegistered) || bytes < kDirectMin) return {};
+  // Whether the step goes as (region, offset): it lies in a host region, and the receiver maps
+  // our regions (its verdict, written once at setup, is cached after the first look).
+  bool takesRegion(const StepMemory& step) const {
+    if (step.region == nullptr || step.region->kind != MemoryKind::kHost) return false;
+    if (!shm::hasMode(direct_, shm::DirectMode::kRegistered) || step.bytes < kDirectMin)
+      return false;
     if (verdict_ == 0) verdict_ = ring_.control->registeredVerdict.load(std::memory_order_acquire);
-    if (verdict_ != 1) return {};
-    if (data != lookedUpData_ || bytes != lookedUpBytes_) {
-      lookedUp_ = findRegion(data, bytes);
-      lookedUpData_ = data;
-      lookedUpBytes_ = bytes;
-    }
-    return lookedUp_;
+    return verdict_ == 1;
   }
 
   void publish(size_t bytes, uint32_t tag) {
     acquired_ = false;
-    lookedUpData_ = nullptr;
     // Slots are at most 1 GiB (slot_ring.h): the tag rides in the count's upper half.
     ring_.control->bytes[tail_ % kSlots] = bytes | (static_cast<uint64_t>(tag) << 32);
     ++tail_;
@@ -165,14 +159,9 @@ class ShmSendConnection final : public SendConnection {
   size_t cmaMin_;                    // smallest step pulled with CMA
   mutable uint32_t verdict_ = 0;     // RingControl::registeredVerdict as last seen
   mutable uint32_t cmaVerdict_ = 0;  // RingControl::cmaVerdict as last seen
-  // The last registeredRegion() lookup, forgotten at each post: a region freed and another
-  // allocated at the same address must be looked up again.
-  mutable const void* lookedUpData_ = nullptr;
-  mutable size_t lookedUpBytes_ = 0;
-  mutable std::optional<MemRegion> lookedUp_;
-  uint64_t tail_ = 0;          // our own copy: only we write tail
-  mutable uint64_t head_ = 0;  // the receiver's head as last seen
-  uint64_t directUntil_ = 0;   // steps before this one include every direct post
+  uint64_t tail_ = 0;                // our own copy: only we write tail
+  mutable uint64_t head_ = 0;        // the receiver's head as last seen
+  uint64_t directUntil_ = 0;         // steps before this one include every direct post
   bool acquired_ = false;
 };
 

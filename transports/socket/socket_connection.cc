@@ -44,9 +44,9 @@ void SocketSendConnection::post(size_t bytes, uint32_t tag) {
   ++tail_;
 }
 
-void SocketSendConnection::postDirect(const void* data, size_t bytes, uint32_t tag) {
-  writeHeader(bytes, tag);
-  direct_[tail_ % kSlots] = static_cast<const uint8_t*>(data);
+void SocketSendConnection::postStep(const StepMemory& step, uint32_t tag) {
+  writeHeader(step.bytes, tag);
+  direct_[tail_ % kSlots] = static_cast<const uint8_t*>(step.data);
   ++tail_;
 }
 

@@ -87,10 +87,10 @@ class SocketSendConnection final : public SendConnection {
   // Zero-copy sends: the data goes to the kernel straight from the caller's buffer (the
   // header still comes from the slot), saving the copy into the slot. The buffer stays
   // untouched until drained(), which the executor waits for before the call returns.
-  bool acceptsDirect(const void* /*data*/, size_t bytes, bool /*mayPull*/) const override {
-    return bytes >= kDirectMinBytes && bytes <= ring_.slotBytes;
+  bool acceptsStep(const StepMemory& step) const override {
+    return step.bytes >= kDirectMinBytes && step.bytes <= ring_.slotBytes;
   }
-  void postDirect(const void* data, size_t bytes, uint32_t tag) override;
+  void postStep(const StepMemory& step, uint32_t tag) override;
 
  private:
   // Below this a copy into the slot costs less than the bookkeeping.

@@ -70,6 +70,15 @@ namespace {
 const CpuCallFlags kNoFlags;
 }  // namespace
 
+const MemRegion* PrimTask::RegionLookup::find(const void* data, size_t bytes) {
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  if (found_ && address >= found_->base && address - found_->base <= found_->size &&
+      bytes <= found_->size - (address - found_->base))
+    return &*found_;
+  found_ = findRegion(data, bytes);
+  return found_ ? &*found_ : nullptr;
+}
+
 PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const TaskLinks& links,
                    const TaskLabel& label, const PrimTask* gate, TaskInput input)
     : op_(op),
@@ -183,14 +192,19 @@ bool PrimTask::tryStep() {
                                           (s.prim == algo::Prim::kCopySend && !opApplies));
   const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
   void* slots[kMaxTaskPeers] = {};
-  const void* direct[kMaxTaskPeers] = {};  // the address a link posts instead of a slot
+  const transport::StepMemory* direct[kMaxTaskPeers] = {};  // posted instead of a slot
+  transport::StepMemory inStep, outStep;
+  if (sends && (inputGoes || outputGoes)) {
+    inStep = {in, bytes, inputGoes ? inputRegion_.find(in, bytes) : nullptr, flags_->mayPull};
+    outStep = {out, bytes, outputGoes ? outputRegion_.find(out, bytes) : nullptr, flags_->mayPull};
+  }
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
       transport::SendConnection& link = *links_.send[i];
-      if (inputGoes && link.acceptsDirect(in, bytes, flags_->mayPull))
-        direct[i] = in;
-      else if (outputGoes && link.acceptsDirect(out, bytes, flags_->mayPull))
-        direct[i] = out;
+      if (inputGoes && link.acceptsStep(inStep))
+        direct[i] = &inStep;
+      else if (outputGoes && link.acceptsStep(outStep))
+        direct[i] = &outStep;
       slots[i] = links_.send[i]->tryAcquire();
       if (slots[i] == nullptr) {
         wait_ = Wait::kSlot;
@@ -232,7 +246,7 @@ bool PrimTask::tryStep() {
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
       if (direct[i])
-        links_.send[i]->postDirect(direct[i], bytes, signature_);
+        links_.send[i]->postStep(*direct[i], signature_);
       else
         links_.send[i]->post(bytes, signature_);
     }

@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "algorithms/primitives.h"
 #include "algorithms/walker.h"
+#include "src/mem/region_registry.h"
 #include "src/plan/coll.h"
 #include "src/plan/plan.h"
 #include "transports/transport.h"
@@ -95,8 +97,20 @@ class PrimTask {
   enum class Wait : uint8_t { kNothing, kGate, kData, kSlot };
   bool tryStep();
 
+  // The registered region of one of the task's buffers (src/mem/region_registry.h), looked
+  // up when a step first lies outside the last one found: the steps walk one buffer, so the
+  // region that holds a step holds the next. Only calls of a process that has regions look.
+  class RegionLookup {
+   public:
+    const MemRegion* find(const void* data, size_t bytes);
+
+   private:
+    std::optional<MemRegion> found_;
+  };
+
   const CollOp& op_;
   const CpuCallFlags* flags_;
+  RegionLookup inputRegion_, outputRegion_;
   algo::StepProgram program_;
   algo::StepCursor cursor_;
   TaskLinks links_;
