@@ -4,6 +4,8 @@
 
 #include "src/core/error.h"
 #include "src/kernels/datatype_traits.h"
+#include "src/kernels/ll_reduce_copy.h"
+#include "src/kernels/ll_words.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "src/kernels/step_operands.h"
 
@@ -12,6 +14,10 @@ namespace loom {
 using algo::Prim;
 
 namespace {
+
+bool isLL(const transport::ConnectionView* v) {
+  return v != nullptr && v->protocol == transport::Protocol::kLL;
+}
 
 // A pure copy to every destination, bit-exact: one read of the source. With several
 // destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
@@ -85,7 +91,12 @@ PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const Tas
       // buffer a Recv of its group fills).
       directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
-                   !op.inputOverwritten) {}
+                   !op.inputOverwritten) {
+  for (int i = 0; i < links_.nrecv; ++i)
+    if (isLL(links_.recv[i]->view())) recvLL_ |= 1u << i;
+  for (int i = 0; i < links_.nsend; ++i)
+    if (isLL(links_.send[i]->view())) sendLL_ |= 1u << i;
+}
 
 std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";
@@ -154,10 +165,12 @@ bool PrimTask::tryStep() {
     // there directly; the step's own copy (or post-op) then runs in place.
     if (links_.nrecv == 1 && (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend))
       links_.recv[0]->pullInto(out, bytes);
+    // An LL link's step is read as words straight from its slot, once they have all landed.
     for (int i = 0; i < links_.nrecv; ++i) {
       size_t got = 0;
       uint32_t tag = 0;
-      received[i] = links_.recv[i]->tryReceive(&got, &tag);
+      received[i] = (recvLL_ >> i) & 1u ? links_.recv[i]->tryReceiveInView(&got, &tag)
+                                        : links_.recv[i]->tryReceive(&got, &tag);
       if (received[i] == nullptr) {
         wait_ = Wait::kData;
         waitIndex_ = i;
@@ -195,10 +208,18 @@ bool PrimTask::tryStep() {
     }
   }
 
-  // Slots to fill: a link that posts the data by address fills none.
+  // Slots to fill: a link that posts the data by address fills none; an LL link's step is
+  // packed into words straight in the peer's slot (ll_reduce_copy.h), not into slots[i].
   void* fill[kMaxTaskPeers] = {};
-  if (sends)
-    for (int i = 0; i < links_.nsend; ++i) fill[i] = direct[i] ? nullptr : slots[i];
+  if (sends) {
+    for (int i = 0; i < links_.nsend; ++i) {
+      fill[i] = direct[i] ? nullptr : slots[i];
+      if ((sendLL_ >> i) & 1u) {
+        const transport::LLRingView& ring = links_.send[i]->view()->ll;
+        fill[i] = llDataWords(ring, *ring.step);
+      }
+    }
+  }
   StepBuffers buffers;
   buffers.input = in;
   buffers.inputHasPreOp = inputHasPreOp_;
@@ -215,8 +236,19 @@ bool PrimTask::tryStep() {
   args.streamStores = op_.streamStores;  // large calls (LOOM_STREAM_STORE_THRESHOLD)
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
+  LLOperands ll;
+  if (recvs)
+    for (int i = 0; i < links_.nrecv; ++i)
+      if ((recvLL_ >> i) & 1u) ll.markSource(args, received[i]);
+  if (sends) {
+    for (int i = 0; i < links_.nsend; ++i) {
+      if ((sendLL_ >> i) & 1u) ll.markDest(args, fill[i], llFlag(*links_.send[i]->view()->ll.step));
+    }
+  }
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
-    if (args.nsrc == 1 && !opApplies) {
+    if (ll.any()) {
+      reduceCopyLL(op_.type, op_.reduce, args, ll, /*copyOnly=*/args.nsrc == 1 && !opApplies);
+    } else if (args.nsrc == 1 && !opApplies) {
       copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
     } else {
       reduceCopy(op_.type, op_.reduce, args);
@@ -228,6 +260,8 @@ bool PrimTask::tryStep() {
     for (int i = 0; i < links_.nsend; ++i) {
       if (direct[i])
         links_.send[i]->postDirect(direct[i], bytes, signature_);
+      else if ((sendLL_ >> i) & 1u)
+        links_.send[i]->postWritten(bytes, signature_);
       else
         links_.send[i]->post(bytes, signature_);
     }

@@ -94,7 +94,10 @@ class PrimTask {
   bool inputHasPreOp_;
   bool isReduction_;
   uint32_t signature_;
-  bool directInput_;        // steps that send the input as it is may post its address
+  bool directInput_;  // steps that send the input as it is may post its address
+  // Bit i: recv[i] (send[i]) offers an LL view, so steps read (write) its words in the slot.
+  uint32_t recvLL_ = 0;
+  uint32_t sendLL_ = 0;
   int inputPosition_ = -1;  // -1: after the received data
   algo::Step current_;
   bool haveCurrent_ = false;
