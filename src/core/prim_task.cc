@@ -95,7 +95,7 @@ PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const Tas
   for (int i = 0; i < links_.nrecv; ++i)
     if (isLL(links_.recv[i]->view())) recvLL_ |= 1u << i;
   for (int i = 0; i < links_.nsend; ++i)
-    if (isLL(links_.send[i]->view())) sendLL_ |= 1u << i;
+    if (const transport::ConnectionView* v = links_.send[i]->view(); isLL(v)) sendLL_[i] = &v->ll;
 }
 
 std::string PrimTask::waitingFor() const {
@@ -214,10 +214,7 @@ bool PrimTask::tryStep() {
   if (sends) {
     for (int i = 0; i < links_.nsend; ++i) {
       fill[i] = direct[i] ? nullptr : slots[i];
-      if ((sendLL_ >> i) & 1u) {
-        const transport::LLRingView& ring = links_.send[i]->view()->ll;
-        fill[i] = llDataWords(ring, *ring.step);
-      }
+      if (sendLL_[i] != nullptr) fill[i] = llDataWords(*sendLL_[i], *sendLL_[i]->step);
     }
   }
   StepBuffers buffers;
@@ -234,17 +231,17 @@ bool PrimTask::tryStep() {
   args.count = s.count;
   args.scalar = op_.scalar;
   args.streamStores = op_.streamStores;  // large calls (LOOM_STREAM_STORE_THRESHOLD)
-  // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
-  // value, NaN payloads included, and as fast as memcpy gets.
+  // Operands in LL words (received steps read in their slot, slots filled under the flag of
+  // the link's next step) go through reduceCopyLL; the others are plain bytes.
   LLOperands ll;
   if (recvs)
     for (int i = 0; i < links_.nrecv; ++i)
       if ((recvLL_ >> i) & 1u) ll.markSource(args, received[i]);
-  if (sends) {
-    for (int i = 0; i < links_.nsend; ++i) {
-      if ((sendLL_ >> i) & 1u) ll.markDest(args, fill[i], llFlag(*links_.send[i]->view()->ll.step));
-    }
-  }
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i)
+      if (sendLL_[i] != nullptr) ll.markDest(args, fill[i], llFlag(*sendLL_[i]->step));
+  // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
+  // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (ll.any()) {
       reduceCopyLL(op_.type, op_.reduce, args, ll, /*copyOnly=*/args.nsrc == 1 && !opApplies);
@@ -260,7 +257,7 @@ bool PrimTask::tryStep() {
     for (int i = 0; i < links_.nsend; ++i) {
       if (direct[i])
         links_.send[i]->postDirect(direct[i], bytes, signature_);
-      else if ((sendLL_ >> i) & 1u)
+      else if (sendLL_[i] != nullptr)
         links_.send[i]->postWritten(bytes, signature_);
       else
         links_.send[i]->post(bytes, signature_);

@@ -95,10 +95,10 @@ class PrimTask {
   bool isReduction_;
   uint32_t signature_;
   bool directInput_;  // steps that send the input as it is may post its address
-  // Bit i: recv[i] (send[i]) offers an LL view, so steps read (write) its words in the slot.
+  // Links that offer an LL view: steps read (write) their words in the slot. Bit i: recv[i].
   uint32_t recvLL_ = 0;
-  uint32_t sendLL_ = 0;
-  int inputPosition_ = -1;  // -1: after the received data
+  const transport::LLRingView* sendLL_[kMaxTaskPeers] = {};  // nullptr: plain slots
+  int inputPosition_ = -1;                                   // -1: after the received data
   algo::Step current_;
   bool haveCurrent_ = false;
   bool done_ = false;

@@ -61,7 +61,7 @@ void reduceCopyLL(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& ar
         if (((ll.dstMask >> d) & 1u) == 0)
           t.dst[t.ndst++] = static_cast<unsigned char*>(args.dst[d]) + off;
       if (t.ndst == 0) t.dst[t.ndst++] = result;
-      reduceCopy(type, op, t);
+      reduceCopyValidated(type, op, t);  // the pieces of a call validated above
     }
     for (int d = 0; d < args.ndst; ++d)
       if ((ll.dstMask >> d) & 1u) llPack(wordsAt(args.dst[d], off), from, n, ll.dstFlag[d]);
