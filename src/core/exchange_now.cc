@@ -12,8 +12,6 @@
 #include "src/core/progress_engine.h"
 #include "src/core/task_loop.h"
 #include "src/kernels/datatype_traits.h"
-#include "src/kernels/ll_reduce_copy.h"
-#include "src/kernels/ll_words.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "src/kernels/step_operands.h"
 
@@ -65,53 +63,26 @@ class ExchangeNow {
           [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/false); },
           [&] { return strCat(label.str(), ": a free slot toward rank ", lane.out.sendPeer[k]); });
     }
-    // An LL link gets the slice packed into words straight in the peer's slot.
-    const transport::LLRingView* ll[kMaxTaskPeers] = {};
-    for (int k = 0; k < lane.out.nsend; ++k) {
-      if (const transport::ConnectionView* v = lane.out.send[k]->view();
-          v != nullptr && v->protocol == transport::Protocol::kLL) {
-        ll[k] = &v->ll;
-        slots[k] = llDataWords(v->ll, *v->ll.step);
-      }
-    }
     StepBuffers buffers;
     buffers.input = static_cast<const char*>(op_.sendbuff) + lane.slice.offset * elem_;
     buffers.slots = slots;
     buffers.nslots = lane.out.nsend;
-    LLOperands operands;
-    reduceCopyStep(algo::Prim::kSend, /*final=*/false, buffers, lane.slice.count, [&](auto& a) {
-      for (int k = 0; k < lane.out.nsend; ++k)
-        if (ll[k] != nullptr) operands.markDest(a, slots[k], llFlag(*ll[k]->step));
-      return operands;
-    });
+    reduceCopyStep(algo::Prim::kSend, /*final=*/false, buffers, lane.slice.count);
     const size_t bytes = lane.slice.count * elem_;
-    for (int k = 0; k < lane.out.nsend; ++k) {
-      if (ll[k] != nullptr)
-        lane.out.send[k]->postWritten(bytes, signature_);
-      else
-        lane.out.send[k]->post(bytes, signature_);
-    }
+    for (int k = 0; k < lane.out.nsend; ++k) lane.out.send[k]->post(bytes, signature_);
   }
 
   // Every rank's slice in rank order (this rank's input at its own place), post-op applied.
   void fold(const Lane& lane, const TaskLabel& label) {
     const void* received[kMaxTaskPeers];
-    bool ll[kMaxTaskPeers] = {};
     const size_t bytes = lane.slice.count * elem_;
     for (int k = 0; k < lane.in.nrecv; ++k) {
       transport::RecvConnection* r = lane.in.recv[k];
       size_t got = 0;
       uint32_t tag = 0;
-      // An LL link's slice is folded from its words in the slot, once they have all landed.
-      const transport::ConnectionView* v = r->view();
-      ll[k] = v != nullptr && v->protocol == transport::Protocol::kLL;
-      waitUntil(
-          [&] {
-            received[k] = ll[k] ? r->tryReceiveInView(&got, &tag) : r->tryReceive(&got, &tag);
-            return received[k] != nullptr;
-          },
-          [&](transport::WaitSet& set) { return r->armWait(set); },
-          [&] { return strCat(label.str(), ": data from rank ", lane.in.recvPeer[k]); });
+      waitUntil([&] { return (received[k] = r->tryReceive(&got, &tag)) != nullptr; },
+                [&](transport::WaitSet& set) { return r->armWait(set); },
+                [&] { return strCat(label.str(), ": data from rank ", lane.in.recvPeer[k]); });
       checkReceived(label, op_, lane.in.recvPeer[k], tag, signature_, got, bytes);
     }
     StepBuffers buffers;
@@ -120,30 +91,17 @@ class ExchangeNow {
     buffers.received = received;
     buffers.nrecv = lane.in.nrecv;
     buffers.output = static_cast<char*>(op_.recvbuff) + lane.slice.offset * elem_;
-    LLOperands operands;
-    reduceCopyStep(algo::Prim::kRecvReduceCopy, /*final=*/true, buffers, lane.slice.count,
-                   [&](auto& a) {
-                     for (int k = 0; k < lane.in.nrecv; ++k)
-                       if (ll[k]) operands.markSource(a, received[k]);
-                     return operands;
-                   });
+    reduceCopyStep(algo::Prim::kRecvReduceCopy, /*final=*/true, buffers, lane.slice.count);
     for (int k = 0; k < lane.in.nrecv; ++k) lane.in.recv[k]->release();
   }
 
-  // The step's reduceCopy, as the planner's tasks do it (step_operands.h); `llOf(args)` says
-  // which of its operands are LL words (ll_reduce_copy.h).
-  template <typename LLOf>
-  void reduceCopyStep(algo::Prim prim, bool final, const StepBuffers& buffers, size_t count,
-                      LLOf&& llOf) {
+  // The step's reduceCopy, as the planner's tasks do it (step_operands.h).
+  void reduceCopyStep(algo::Prim prim, bool final, const StepBuffers& buffers, size_t count) {
     ReduceCopyArgs args;
     stepOperands(prim, final, buffers, args);
     args.count = count;
     args.scalar = op_.scalar;
-    const LLOperands ll = llOf(args);
-    if (ll.any())
-      reduceCopyLL(op_.type, op_.reduce, args, ll, /*copyOnly=*/false);
-    else
-      reduceCopy(op_.type, op_.reduce, args);
+    reduceCopy(op_.type, op_.reduce, args);
   }
 
   // Polls `ready`, pumping every connection of the call (TCP moves data only then), and

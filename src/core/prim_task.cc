@@ -4,8 +4,6 @@
 
 #include "src/core/error.h"
 #include "src/kernels/datatype_traits.h"
-#include "src/kernels/ll_reduce_copy.h"
-#include "src/kernels/ll_words.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "src/kernels/step_operands.h"
 
@@ -14,10 +12,6 @@ namespace loom {
 using algo::Prim;
 
 namespace {
-
-bool isLL(const transport::ConnectionView* v) {
-  return v != nullptr && v->protocol == transport::Protocol::kLL;
-}
 
 // A pure copy to every destination, bit-exact: one read of the source. With several
 // destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
@@ -91,12 +85,7 @@ PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const Tas
       // buffer a Recv of its group fills).
       directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
-                   !op.inputOverwritten) {
-  for (int i = 0; i < links_.nrecv; ++i)
-    if (isLL(links_.recv[i]->view())) recvLL_ |= 1u << i;
-  for (int i = 0; i < links_.nsend; ++i)
-    if (const transport::ConnectionView* v = links_.send[i]->view(); isLL(v)) sendLL_[i] = &v->ll;
-}
+                   !op.inputOverwritten) {}
 
 std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";
@@ -156,6 +145,12 @@ bool PrimTask::tryStep() {
   const size_t bytes = s.count * elemSize_;
   // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
   // hands out the same slot until it is released or posted).
+  // LL links too go through the connection's staging buffers (tryReceive unpacks, post packs),
+  // not through their view (transport.h, view()). On the CPU those buffers stay in L1, so
+  // packing a step from one costs what packing it from the reduceCopy's own tile would, and
+  // unpacking checks each word's flag and copies it in one pass, where reading the words in
+  // the slot takes a pass for the flags first (a step must not write before all of it has
+  // landed: in place, its output is its input) and a second for the data (docs/performance.md).
   const void* received[kMaxTaskPeers] = {};
   const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
   char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
@@ -165,12 +160,10 @@ bool PrimTask::tryStep() {
     // there directly; the step's own copy (or post-op) then runs in place.
     if (links_.nrecv == 1 && (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend))
       links_.recv[0]->pullInto(out, bytes);
-    // An LL link's step is read as words straight from its slot, once they have all landed.
     for (int i = 0; i < links_.nrecv; ++i) {
       size_t got = 0;
       uint32_t tag = 0;
-      received[i] = (recvLL_ >> i) & 1u ? links_.recv[i]->tryReceiveInView(&got, &tag)
-                                        : links_.recv[i]->tryReceive(&got, &tag);
+      received[i] = links_.recv[i]->tryReceive(&got, &tag);
       if (received[i] == nullptr) {
         wait_ = Wait::kData;
         waitIndex_ = i;
@@ -208,15 +201,10 @@ bool PrimTask::tryStep() {
     }
   }
 
-  // Slots to fill: a link that posts the data by address fills none; an LL link's step is
-  // packed into words straight in the peer's slot (ll_reduce_copy.h), not into slots[i].
+  // Slots to fill: a link that posts the data by address fills none.
   void* fill[kMaxTaskPeers] = {};
-  if (sends) {
-    for (int i = 0; i < links_.nsend; ++i) {
-      fill[i] = direct[i] ? nullptr : slots[i];
-      if (sendLL_[i] != nullptr) fill[i] = llDataWords(*sendLL_[i], *sendLL_[i]->step);
-    }
-  }
+  if (sends)
+    for (int i = 0; i < links_.nsend; ++i) fill[i] = direct[i] ? nullptr : slots[i];
   StepBuffers buffers;
   buffers.input = in;
   buffers.inputHasPreOp = inputHasPreOp_;
@@ -231,21 +219,10 @@ bool PrimTask::tryStep() {
   args.count = s.count;
   args.scalar = op_.scalar;
   args.streamStores = op_.streamStores;  // large calls (LOOM_STREAM_STORE_THRESHOLD)
-  // Operands in LL words (received steps read in their slot, slots filled under the flag of
-  // the link's next step) go through reduceCopyLL; the others are plain bytes.
-  LLOperands ll;
-  if (recvs)
-    for (int i = 0; i < links_.nrecv; ++i)
-      if ((recvLL_ >> i) & 1u) ll.markSource(args, received[i]);
-  if (sends)
-    for (int i = 0; i < links_.nsend; ++i)
-      if (sendLL_[i] != nullptr) ll.markDest(args, fill[i], llFlag(*sendLL_[i]->step));
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
-    if (ll.any()) {
-      reduceCopyLL(op_.type, op_.reduce, args, ll, /*copyOnly=*/args.nsrc == 1 && !opApplies);
-    } else if (args.nsrc == 1 && !opApplies) {
+    if (args.nsrc == 1 && !opApplies) {
       copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
     } else {
       reduceCopy(op_.type, op_.reduce, args);
@@ -257,8 +234,6 @@ bool PrimTask::tryStep() {
     for (int i = 0; i < links_.nsend; ++i) {
       if (direct[i])
         links_.send[i]->postDirect(direct[i], bytes, signature_);
-      else if (sendLL_[i] != nullptr)
-        links_.send[i]->postWritten(bytes, signature_);
       else
         links_.send[i]->post(bytes, signature_);
     }

@@ -94,11 +94,8 @@ class PrimTask {
   bool inputHasPreOp_;
   bool isReduction_;
   uint32_t signature_;
-  bool directInput_;  // steps that send the input as it is may post its address
-  // Links that offer an LL view: steps read (write) their words in the slot. Bit i: recv[i].
-  uint32_t recvLL_ = 0;
-  const transport::LLRingView* sendLL_[kMaxTaskPeers] = {};  // nullptr: plain slots
-  int inputPosition_ = -1;                                   // -1: after the received data
+  bool directInput_;        // steps that send the input as it is may post its address
+  int inputPosition_ = -1;  // -1: after the received data
   algo::Step current_;
   bool haveCurrent_ = false;
   bool done_ = false;

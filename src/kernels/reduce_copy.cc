@@ -177,10 +177,6 @@ void reduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args
   tableFor(activeCpuIsa())->fn[type][static_cast<int>(op)](args);
 }
 
-void reduceCopyValidated(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args) {
-  tableFor(activeCpuIsa())->fn[type][static_cast<int>(op)](args);
-}
-
 void streamCopy(void* dst, const void* src, size_t bytes) {
   streamBytes(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes);
   streamFence();

@@ -41,9 +41,6 @@ void validateReduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyAr
 
 // Host memory, synchronous, single thread. See reduce_copy.h for what it computes.
 void reduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args);
-// The same without the checks, for a caller that validated a larger call it runs in pieces
-// (ll_reduce_copy.cc, per tile); count must be > 0.
-void reduceCopyValidated(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args);
 
 // memcpy whose stores to `dst` are non-temporal (no read-for-ownership, no cache pollution),
 // fenced before it returns; a plain memcpy where the CPU has no such stores. Bit-exact. For

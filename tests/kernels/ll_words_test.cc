@@ -1,14 +1,9 @@
-// The LL word rules (src/kernels/ll_words.h) with exact values, and reduceCopyLL
-// (src/kernels/ll_reduce_copy.h) against the plain reduceCopy on the same data.
+// The LL word rules (src/kernels/ll_words.h) with exact values.
 #include "src/kernels/ll_words.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <vector>
-
-#include "src/kernels/ll_reduce_copy.h"
-#include "src/kernels/reduce_copy_dispatch.h"
 
 namespace loom {
 namespace {
@@ -88,68 +83,6 @@ TEST(LLWords, SlotAddressingFollowsTheView) {
   EXPECT_EQ(llSlot(view, 0), ring);
   EXPECT_EQ(llSlot(view, 4), ring + 20);
   EXPECT_EQ(llDataWords(view, 5), ring + 40 + 8);
-}
-
-// A float32 sum of an LL source and a plain one, into a plain output and an LL slot, over
-// several tiles and a partial last word; the same bits as reduceCopy on plain copies.
-TEST(ReduceCopyLL, ReducesFromWordsAndPacksIntoWords) {
-  for (size_t count : {size_t{0}, size_t{1}, size_t{3}, kLLTileBytes / 4 + 5}) {
-    std::vector<float> a(count), b(count), expected(count), out(count, -1.0f);
-    for (size_t i = 0; i < count; ++i) {
-      a[i] = 0.25f * static_cast<float>(i) + 1.0f;
-      b[i] = -0.5f * static_cast<float>(i % 7);
-    }
-    std::vector<uint64_t> inWords(llWordsFor(count * 4) + 1, 0), outWords(inWords.size(), 0);
-    llPack(inWords.data(), a.data(), count * 4, 3);
-    ReduceCopyArgs plain;
-    plain.nsrc = 2;
-    plain.src[0] = a.data();
-    plain.src[1] = b.data();
-    plain.ndst = 1;
-    plain.dst[0] = expected.data();
-    plain.count = count;
-    reduceCopy(loomFloat32, ReduceOpKind::kSum, plain);
-
-    ReduceCopyArgs args = plain;
-    args.src[0] = inWords.data();
-    args.ndst = 2;
-    args.dst[0] = out.data();
-    args.dst[1] = outWords.data();
-    LLOperands ll;
-    ll.markSource(args, inWords.data());
-    ll.markDest(args, outWords.data(), 8);
-    EXPECT_EQ(ll.srcMask, 1u);
-    EXPECT_EQ(ll.dstMask, 2u);
-    reduceCopyLL(loomFloat32, ReduceOpKind::kSum, args, ll, /*copyOnly=*/false);
-    EXPECT_EQ(std::memcmp(out.data(), expected.data(), count * 4), 0) << count;
-    for (size_t w = 0; w < llWordsFor(count * 4); ++w) {
-      uint32_t v;
-      std::memcpy(&v, reinterpret_cast<const char*>(expected.data()) + 4 * w, 4);
-      ASSERT_EQ(outWords[w], llWord(8, v)) << count << " word " << w;
-    }
-    EXPECT_EQ(outWords[llWordsFor(count * 4)], 0u);  // nothing past the step
-  }
-}
-
-// A copy moves bytes: an odd count of int8 from words into words (a relay step), bit-exact.
-TEST(ReduceCopyLL, CopiesWordsToWordsWithTheDestinationsFlag) {
-  const size_t count = 2 * kLLTileBytes + 3;
-  std::vector<unsigned char> data(count);
-  for (size_t i = 0; i < count; ++i) data[i] = static_cast<unsigned char>(i * 37 + 1);
-  std::vector<uint64_t> in(llWordsFor(count)), out(llWordsFor(count)), expected(in.size());
-  llPack(in.data(), data.data(), count, 11);
-  llPack(expected.data(), data.data(), count, 12);
-  ReduceCopyArgs args;
-  args.nsrc = 1;
-  args.src[0] = in.data();
-  args.ndst = 1;
-  args.dst[0] = out.data();
-  args.count = count;
-  LLOperands ll;
-  ll.markSource(args, in.data());
-  ll.markDest(args, out.data(), 12);
-  reduceCopyLL(loomInt8, ReduceOpKind::kSum, args, ll, /*copyOnly=*/true);
-  EXPECT_EQ(out, expected);
 }
 
 }  // namespace

@@ -20,11 +20,12 @@
 // Flags, header order and refresh: the LL word rules in src/kernels/ll_words.h, shared with
 // the primitives that write and read the words.
 //
-// Both sides expose the ring through view() (transports/connection_view.h), so a primitive
-// writes its step's data words straight into the slot and publishes them with postWritten(),
-// and reads a landed step straight from the slot after tryReceiveInView() (src/core/prim_task.cc,
-// src/kernels/ll_reduce_copy.h). For callers that fill plain bytes, tryAcquire and tryReceive
-// keep a private, pre-touched staging buffer that post() packs from and tryReceive unpacks into.
+// Both sides expose the ring through view() (transports/connection_view.h), for a primitive
+// that writes its step's data words straight into the slot and publishes them with
+// postWritten(), or reads a landed step straight from the slot after tryReceiveInView(). The
+// CPU executor uses the other way (src/core/prim_task.cc says why): tryAcquire hands out a
+// private, pre-touched staging buffer that post() packs into the slot, and tryReceive unpacks
+// a landed step into another.
 #pragma once
 
 #include <cstddef>
