@@ -1,7 +1,7 @@
 // A plain view of a memory transport's connection: where the peer-visible words of its steps
-// live and how they are laid out, so a primitive - a CPU task or a GPU kernel's threads - can
-// write and read the protocol's layout itself instead of going through staging copies
-// (docs/architecture.md, "Protocols: Simple and LL").
+// live and how they are laid out, so a primitive that must write and read the protocol's
+// layout itself (a GPU kernel's threads) can do so instead of going through the connection's
+// staging copies (docs/architecture.md, "Protocols: Simple and LL").
 //
 // Plain data only: no virtual calls, no owning pointers, no std::atomic, so the same struct
 // can be copied into device memory and read by device code (C++17, no host-only includes).

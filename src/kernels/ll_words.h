@@ -99,6 +99,21 @@ LOOM_HOST_DEVICE LOOM_INLINE size_t llLanded(const uint64_t* words, size_t from,
   return from;
 }
 
+// Checks and copies in one pass: the data of words [from, n) that carry `flag` into the same
+// whole words of `dst` (word w at byte 4w), up to the first that does not; returns its index,
+// or n when all have landed. `dst` has room for 4n bytes.
+LOOM_HOST_DEVICE LOOM_INLINE size_t llUnpackLanded(void* dst, const uint64_t* words, size_t from,
+                                                   size_t n, uint32_t flag) {
+  auto* out = static_cast<unsigned char*>(dst);
+  for (; from < n; ++from) {
+    const uint64_t w = llLoad(words + from);
+    if (llFlagOf(w) != flag) break;
+    const uint32_t v = llDataOf(w);
+    memcpy(out + kLLBytesPerWord * from, &v, kLLBytesPerWord);
+  }
+  return from;
+}
+
 // The data of words that have landed: `bytes` of them, into `dst`.
 LOOM_HOST_DEVICE LOOM_INLINE void llUnpack(void* dst, const uint64_t* words, size_t bytes) {
   auto* out = static_cast<unsigned char*>(dst);

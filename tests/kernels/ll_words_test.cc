@@ -46,6 +46,16 @@ TEST(LLWords, LandedStopsAtTheFirstWordWithAnotherFlag) {
   EXPECT_EQ(llLanded(words, 0, 4, 4), 0u);
 }
 
+TEST(LLWords, UnpackLandedCopiesWholeWordsUpToTheFirstMissing) {
+  const uint64_t words[3] = {llWord(6, 0x04030201u), llWord(6, 0x08070605u), llWord(5, 0xffu)};
+  unsigned char out[12] = {};
+  EXPECT_EQ(llUnpackLanded(out, words, 0, 3, 6), 2u);
+  const unsigned char expected[12] = {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0};
+  EXPECT_EQ(std::memcmp(out, expected, sizeof out), 0);
+  EXPECT_EQ(llUnpackLanded(out, words, 2, 3, 5), 3u);  // resumes at word 2, its own offset
+  EXPECT_EQ(out[8], 0xff);
+}
+
 TEST(LLWords, HeaderIsCountThenTagUnderTheStepsFlag) {
   uint64_t slot[kLLHeaderWords] = {};
   llWriteHeader(slot, 5, 4096, 0xdeadbeefu);

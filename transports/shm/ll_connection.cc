@@ -152,18 +152,14 @@ class LLRecvConnection final : public RecvConnection {
   // Never spins: a word that has not landed yet returns nullptr, and the next call resumes
   // at that word (a sender that dies mid-step leaves the executor's deadline to report it).
   const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) override {
-    if (!landed()) return nullptr;
-    if (!unpacked_) {
-      llUnpack(staging_.data(), llDataWords(view_.ll, head_), bytes_);
-      unpacked_ = true;
-    }
+    if (!landed(/*copy=*/true)) return nullptr;
     *bytes = bytes_;
     if (tag != nullptr) *tag = tag_;
     return staging_.data();
   }
 
   const void* tryReceiveInView(size_t* bytes, uint32_t* tag = nullptr) override {
-    if (!landed()) return nullptr;
+    if (!landed(/*copy=*/false)) return nullptr;
     *bytes = bytes_;
     if (tag != nullptr) *tag = tag_;
     return llDataWords(view_.ll, head_);
@@ -173,7 +169,6 @@ class LLRecvConnection final : public RecvConnection {
     LOOM_ENFORCE(landed_ == kLanded, InternalError, "shm LL release() from rank ", peer_,
                  " without a slot from tryReceive()");
     landed_ = kNoHeader;
-    unpacked_ = false;
     ++head_;
     control_->head.store(head_, std::memory_order_release);  // done reading before head
     ringDoorbell(control_->spaceBell);
@@ -182,7 +177,7 @@ class LLRecvConnection final : public RecvConnection {
   WaitArm armWait(WaitSet& set) override {
     set.arm(control_->dataBell);
     // The sender stores every word before it rings: all landed words are visible now.
-    return landed() ? WaitArm::kReady : WaitArm::kArmed;
+    return landed(/*copy=*/false) ? WaitArm::kReady : WaitArm::kArmed;
   }
 
   bool progress() override { return false; }
@@ -192,9 +187,9 @@ class LLRecvConnection final : public RecvConnection {
 
  private:
   // True once the header and every data word of step head_ carry its flag; each call resumes
-  // at the first word the last one found missing.
-  bool landed() {
-    if (landed_ == kLanded) return true;
+  // at the first word the last one found missing. With `copy`, the words also go to staging_
+  // (tryReceive), checked and copied in one pass.
+  bool landed(bool copy) {
     const uint64_t* slot = llSlot(view_.ll, head_);
     const uint32_t flag = llFlag(head_);
     if (landed_ == kNoHeader) {
@@ -205,10 +200,18 @@ class LLRecvConnection final : public RecvConnection {
                    " bytes into shm LL slots of ", kLLSlotBytes, " (corrupt ring)");
       bytes_ = count;
       landedWords_ = 0;
+      copiedWords_ = 0;
       landed_ = kHeader;
     }
     const size_t words = llWordsFor(bytes_);
-    landedWords_ = llLanded(slot + kLLHeaderWords, landedWords_, words, flag);
+    const uint64_t* data = slot + kLLHeaderWords;
+    if (copy && copiedWords_ < words) {
+      // Words checked without a copy (armWait) are checked again here: they have landed.
+      landedWords_ = copiedWords_ =
+          llUnpackLanded(staging_.data(), data, copiedWords_, words, flag);
+    } else if (landedWords_ < words) {
+      landedWords_ = llLanded(data, landedWords_, words, flag);
+    }
     if (landedWords_ < words) return false;
     landed_ = kLanded;
     return true;
@@ -223,8 +226,8 @@ class LLRecvConnection final : public RecvConnection {
   PrivateMemory staging_;
   int peer_;
   Landed landed_ = kNoHeader;  // of step head_
-  bool unpacked_ = false;      // staging_ holds step head_ (tryReceive)
   size_t landedWords_ = 0;     // data words of step head_ known to have landed
+  size_t copiedWords_ = 0;     // of those, the ones in staging_ (tryReceive)
   size_t bytes_ = 0;
   uint32_t tag_ = 0;
 };
