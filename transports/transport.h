@@ -28,6 +28,7 @@
 #include <string>
 
 #include "src/mem/region_registry.h"
+#include "transports/connection_view.h"
 #include "transports/wait.h"
 
 namespace loom::transport {
@@ -36,13 +37,7 @@ namespace loom::transport {
 // previous steps without letting a slow receiver pin much memory.
 inline constexpr int kSlots = 8;
 
-// How a connection's bytes are laid out in the shared memory (docs/architecture.md, "Protocols:
-// Simple and LL"). kSimple: bulk slots published by head/tail counters with release/acquire (the
-// only protocol the socket transport has). kLL: every 8-byte word carries 4 bytes of data and
-// a 4-byte flag, so the receiver sees data as soon as each word lands, with no fence and no
-// counter round trip; small slots, for small messages (shm/ll_connection.h). Both look the
-// same through SendConnection/RecvConnection, so primitives never know which they use.
-enum class Protocol : uint8_t { kSimple = 0, kLL = 1 };
+// Protocol (Simple or LL) is declared in connection_view.h, beside the view of its layout.
 
 inline const char* protocolName(Protocol p) { return p == Protocol::kLL ? "LL" : "Simple"; }
 
@@ -99,6 +94,13 @@ class SendConnection {
   // during a long wait on this connection (a system call; never per poll). Connections that
   // notice by themselves in progress() (a socket's EOF) need nothing here.
   virtual void checkPeer() const {}
+  // A plain view of the slots for primitives that write the protocol's layout themselves
+  // (connection_view.h), or nullptr. Stable for the connection's life.
+  virtual const ConnectionView* view() const { return nullptr; }
+  // Publishes a step the caller wrote through view() (into the slot of step *view()->ll.step)
+  // after tryAcquire() found it free, instead of filling the returned slot and post(). Without
+  // a view the slot tryAcquire() returns is the step's memory, so this is post().
+  virtual void postWritten(size_t bytes, uint32_t tag) { post(bytes, tag); }
 };
 
 class RecvConnection {
@@ -122,6 +124,14 @@ class RecvConnection {
   virtual WaitArm armWait(WaitSet& set) = 0;
   // As SendConnection::checkPeer.
   virtual void checkPeer() const {}
+  // As SendConnection::view.
+  virtual const ConnectionView* view() const { return nullptr; }
+  // As tryReceive, but the data stays where view() says, in its layout (for LL: the data words
+  // of step *view()->ll.step, every one of which has landed), for a primitive that reads the
+  // layout itself; release() as after tryReceive. Without a view the slot is plain bytes.
+  virtual const void* tryReceiveInView(size_t* bytes, uint32_t* tag = nullptr) {
+    return tryReceive(bytes, tag);
+  }
 };
 
 }  // namespace loom::transport

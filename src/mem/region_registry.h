@@ -21,11 +21,12 @@
 #include <cstdint>
 #include <optional>
 
+#include "src/mem/memory_kind.h"
+
 namespace loom {
 
-// What a region's memory is. Host regions are memfds; CUDA regions (device memory with an IPC
-// handle, host memory mapped for a device) are the CUDA data path's to add.
-enum class MemoryKind : uint8_t { kHost = 0, kCudaDevice = 1, kCudaHostMapped = 2 };
+// Host regions are memfds; CUDA regions (device memory with an IPC handle, host memory mapped
+// for a device) are the CUDA data path's to add.
 
 struct MemRegion {
   uint64_t id = 0;  // 1, 2, ...; never reused in this process

@@ -9,6 +9,7 @@
 
 #include "src/base/error.h"
 #include "src/comm/comm.h"
+#include "src/kernels/ll_words.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 #include "transports/registry.h"
@@ -179,6 +180,70 @@ TEST_F(LLPair, NothingBeyondThePostedSteps) {
   EXPECT_EQ(data[shm::kLLSlotBytes - 1], 0xab);
   recv_->release();
   EXPECT_EQ(recv_->tryReceive(&bytes, &tag), nullptr);
+}
+
+// Both sides describe the same ring through view(); a step written through the sender's view
+// and published with postWritten() arrives through tryReceive, a posted one lands in the
+// receiver's view, one word missing keeps it from being received, and the steps advance.
+TEST_F(LLPair, ViewsDescribeTheRingAndCarrySteps) {
+  const ConnectionView* sv = send_->view();
+  const ConnectionView* rv = recv_->view();
+  ASSERT_NE(sv, nullptr);
+  ASSERT_NE(rv, nullptr);
+  EXPECT_EQ(sv->protocol, Protocol::kLL);
+  EXPECT_EQ(sv->memory, MemoryKind::kHost);
+  EXPECT_EQ(sv->ll.nslots, static_cast<uint32_t>(kSlots));
+  EXPECT_EQ(sv->ll.dataWords, shm::kLLSlotBytes / 4);
+  EXPECT_EQ(sv->ll.headerWords, kLLHeaderWords);
+  EXPECT_EQ(sv->ll.slotStrideWords * 8, shm::kLLSlotRawBytes);
+  EXPECT_EQ(sv->ll.refreshSteps, shm::kLLRefreshSteps);
+  EXPECT_EQ(*sv->ll.step, 0u);
+  EXPECT_EQ(*rv->ll.step, 0u);
+  EXPECT_EQ(*rv->ll.head, 0u);
+
+  // Step 0 through the sender's view, 5 bytes: two words.
+  const unsigned char five[5] = {1, 2, 3, 4, 5};
+  ASSERT_NE(send_->tryAcquire(), nullptr);
+  llPack(llDataWords(sv->ll, 0), five, sizeof five, llFlag(0));
+  send_->postWritten(sizeof five, 77);
+  EXPECT_EQ(*sv->ll.step, 1u);
+  size_t bytes = 0;
+  uint32_t tag = 0;
+  const auto* got = static_cast<const unsigned char*>(recv_->tryReceive(&bytes, &tag));
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(bytes, sizeof five);
+  EXPECT_EQ(tag, 77u);
+  EXPECT_EQ(std::memcmp(got, five, sizeof five), 0);
+  recv_->release();
+  EXPECT_EQ(*rv->ll.step, 1u);
+  EXPECT_EQ(*rv->ll.head, 1u);
+
+  // Step 1 posted from plain bytes, read as words in the receiver's view.
+  void* slot = send_->tryAcquire();
+  ASSERT_NE(slot, nullptr);
+  std::memcpy(slot, five, sizeof five);
+  send_->post(sizeof five, 78);
+  const auto* words = static_cast<const uint64_t*>(recv_->tryReceiveInView(&bytes, &tag));
+  ASSERT_EQ(words, llDataWords(rv->ll, 1));
+  EXPECT_EQ(tag, 78u);
+  EXPECT_EQ(words[0], llWord(llFlag(1), 0x04030201u));
+  EXPECT_EQ(words[1], llWord(llFlag(1), 0x05u));
+  recv_->release();
+
+  // Step 2 with its second word not yet landed: not received until it has.
+  ASSERT_NE(send_->tryAcquire(), nullptr);
+  uint64_t* out = llDataWords(sv->ll, 2);
+  llPack(out, five, sizeof five, llFlag(2));
+  const uint64_t second = out[1];
+  send_->postWritten(sizeof five, 79);
+  out[1] = llWord(llFlag(1), 0);
+  EXPECT_EQ(recv_->tryReceiveInView(&bytes, &tag), nullptr);
+  transport::WaitSet set;
+  EXPECT_EQ(recv_->armWait(set), WaitArm::kArmed);
+  set.lower();
+  out[1] = second;
+  EXPECT_EQ(recv_->tryReceiveInView(&bytes, &tag), llDataWords(rv->ll, 2));
+  recv_->release();
 }
 
 // Both ends must ask for the same protocol: the sender sees the mismatch and says so, and the

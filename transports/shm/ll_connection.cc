@@ -5,6 +5,7 @@
 #include <new>
 
 #include "src/base/error.h"
+#include "src/kernels/ll_words.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/wait.h"
 
@@ -14,9 +15,9 @@ namespace {
 constexpr uint32_t kLLBlobMagic = 0x4c4d4c4c;  // "LMLL"
 constexpr uint32_t kLLAckMagic = 0x4c4d4c41;   // "LMLA"
 constexpr size_t kWordsPerSlot = kLLSlotRawBytes / 8;
-constexpr size_t kHeaderWords = kLLHeaderBytes / 8;
-constexpr size_t kDataWords = kLLSlotBytes / 4;
-// A refresh round (post()) must start at slot 0 and write each slot once.
+constexpr size_t kDataWords = kLLSlotBytes / kLLBytesPerWord;
+static_assert(kLLHeaderBytes == kLLHeaderWords * 8);
+// A refresh round (ll_words.h) must start at slot 0 and write each slot once.
 static_assert(kLLRefreshSteps % kSlots == 0 && kLLRefreshSteps < (uint64_t{1} << 32));
 
 struct LLBlob {
@@ -38,83 +39,103 @@ struct LLControl {
   alignas(kCacheLine) Doorbell spaceBell;             // the sender sleeps on it
 };
 static_assert(sizeof(LLControl) <= kPageBytes);
+// The view shows head as a plain word (connection_view.h has no std::atomic).
+static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+              sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 
-using Word = std::atomic<uint64_t>;
-static_assert(Word::is_always_lock_free && sizeof(Word) == 8);
+// The words are plain uint64_t, every access one relaxed 64-bit load or store (ll_words.h).
+uint64_t* wordsOf(void* base) {
+  return reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(base) + kPageBytes);
+}
 
-struct LLView {
-  explicit LLView(void* base)
-      : control(static_cast<LLControl*>(base)),
-        words(reinterpret_cast<Word*>(static_cast<uint8_t*>(base) + kPageBytes)) {}
-  Word* slot(uint64_t step) const { return words + (step % kSlots) * kWordsPerSlot; }
-
-  LLControl* control;
-  Word* words;
-};
-
-uint32_t flagOf(uint64_t step) { return static_cast<uint32_t>(step + 1); }
-uint64_t pack(uint32_t flag, uint32_t payload) { return (uint64_t{flag} << 32) | payload; }
-uint32_t flagIn(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
+// The segment as the primitives see it; `step` is the side's own counter.
+ConnectionView makeView(void* base, const uint64_t* step) {
+  ConnectionView v;
+  v.protocol = Protocol::kLL;
+  v.memory = MemoryKind::kHost;
+  v.ll.slots = wordsOf(base);
+  v.ll.nslots = kSlots;
+  v.ll.slotStrideWords = kWordsPerSlot;
+  v.ll.headerWords = kLLHeaderWords;
+  v.ll.dataWords = kDataWords;
+  v.ll.refreshSteps = kLLRefreshSteps;
+  v.ll.head = reinterpret_cast<const uint64_t*>(&static_cast<LLControl*>(base)->head);
+  v.ll.step = step;
+  return v;
+}
 
 class LLSendConnection final : public SendConnection {
  public:
   LLSendConnection(ShmSegment segment, int peer)
-      : segment_(std::move(segment)), view_(segment_.data()), staging_(kLLSlotBytes), peer_(peer) {}
+      : segment_(std::move(segment)),
+        control_(static_cast<LLControl*>(segment_.data())),
+        view_(makeView(segment_.data(), &tail_)),
+        staging_(kLLSlotBytes),
+        peer_(peer) {}
 
   void* tryAcquire() override {
     // As in Simple: head only grows, so reload it only when the cached value says "full".
     if (tail_ - head_ >= kSlots) {
-      head_ = view_.control->head.load(std::memory_order_acquire);
+      head_ = control_->head.load(std::memory_order_acquire);
       if (tail_ - head_ >= kSlots) return nullptr;
     }
     acquired_ = true;
     return staging_.data();
   }
 
+  // For callers that fill plain bytes: packs the staging buffer into the slot.
   void post(size_t bytes, uint32_t tag = 0) override {
+    checkPost(bytes);
+    llPack(llDataWords(view_.ll, tail_), staging_.data(), bytes, llFlag(tail_));
+    publish(bytes, tag);
+  }
+
+  void postWritten(size_t bytes, uint32_t tag) override {
+    checkPost(bytes);
+    publish(bytes, tag);
+  }
+
+  WaitArm armWait(WaitSet& set, bool drain) override {
+    if (drain) return WaitArm::kReady;  // post() copied the data out already
+    set.arm(control_->spaceBell);
+    head_ = control_->head.load(std::memory_order_acquire);
+    return tail_ - head_ < kSlots ? WaitArm::kReady : WaitArm::kArmed;
+  }
+
+  bool progress() override { return false; }      // the stores are the transfer
+  bool drained() const override { return true; }  // the data words are in the slot already
+  size_t slotBytes() const override { return kLLSlotBytes; }
+  void checkPeer() const override { checkPeerHolds(segment_, peer_); }
+  const ConnectionView* view() const override { return &view_; }
+
+ private:
+  void checkPost(size_t bytes) {
     LOOM_ENFORCE(acquired_, InternalError, "shm LL post() to rank ", peer_,
                  " without a slot from tryAcquire()");
     LOOM_ENFORCE(bytes <= kLLSlotBytes, InvalidArgument, "post of ", bytes,
                  " bytes into an LL slot of ", kLLSlotBytes);
     acquired_ = false;
-    Word* slot = view_.slot(tail_);
-    const uint32_t flag = flagOf(tail_);
-    // Normally only the words that carry data; on the first kSlots steps of every
-    // kLLRefreshSteps all of them, so no word's flag is ever 2^32 steps old (ll_connection.h).
-    size_t words = (bytes + 3) / 4;
-    if (tail_ % kLLRefreshSteps < kSlots) words = kDataWords;
-    const uint8_t* src = staging_.data();  // slotBytes long, so whole words are readable
-    for (size_t w = 0; w < words; ++w) {
-      uint32_t v;
-      std::memcpy(&v, src + 4 * w, 4);
-      slot[kHeaderWords + w].store(pack(flag, v), std::memory_order_relaxed);
-    }
-    // The header last: on TSO CPUs the data has landed by the time the receiver sees it, so it
-    // rarely finds a word missing; elsewhere it just checks each word's flag.
-    slot[1].store(pack(flag, tag), std::memory_order_relaxed);
-    slot[0].store(pack(flag, static_cast<uint32_t>(bytes)), std::memory_order_relaxed);
+  }
+
+  // The data words of step tail_ are in the slot: the refresh rule's extra words, then the
+  // header (ll_words.h), then the receiver may wake.
+  void publish(size_t bytes, uint32_t tag) {
+    uint64_t* slot = llSlot(view_.ll, tail_);
+    const uint32_t flag = llFlag(tail_);
+    const size_t words = llWordsFor(bytes);
+    const size_t all = llWordsToWrite(tail_, bytes, kSlots, kDataWords, kLLRefreshSteps);
+    for (size_t w = words; w < all; ++w) llStore(slot + kLLHeaderWords + w, llWord(flag, 0));
+    llWriteHeader(slot, flag, static_cast<uint32_t>(bytes), tag);
     ++tail_;
-    ringDoorbell(view_.control->dataBell);
+    ringDoorbell(control_->dataBell);
   }
 
-  WaitArm armWait(WaitSet& set, bool drain) override {
-    if (drain) return WaitArm::kReady;  // post() copied the data out already
-    set.arm(view_.control->spaceBell);
-    head_ = view_.control->head.load(std::memory_order_acquire);
-    return tail_ - head_ < kSlots ? WaitArm::kReady : WaitArm::kArmed;
-  }
-
-  bool progress() override { return false; }      // the stores are the transfer
-  bool drained() const override { return true; }  // post copied the staging buffer out
-  size_t slotBytes() const override { return kLLSlotBytes; }
-  void checkPeer() const override { checkPeerHolds(segment_, peer_); }
-
- private:
   ShmSegment segment_;
-  LLView view_;
+  LLControl* control_;
+  uint64_t tail_ = 0;  // steps posted (private: the flags publish them); view_ points here
+  ConnectionView view_;
   PrivateMemory staging_;
   int peer_;
-  uint64_t tail_ = 0;  // steps posted (private: the flags publish them)
   uint64_t head_ = 0;  // the receiver's head as last seen
   bool acquired_ = false;
 };
@@ -122,74 +143,91 @@ class LLSendConnection final : public SendConnection {
 class LLRecvConnection final : public RecvConnection {
  public:
   LLRecvConnection(ShmSegment segment, int peer)
-      : segment_(std::move(segment)), view_(segment_.data()), staging_(kLLSlotBytes), peer_(peer) {}
+      : segment_(std::move(segment)),
+        control_(static_cast<LLControl*>(segment_.data())),
+        view_(makeView(segment_.data(), &head_)),
+        staging_(kLLSlotBytes),
+        peer_(peer) {}
 
   // Never spins: a word that has not landed yet returns nullptr, and the next call resumes
   // at that word (a sender that dies mid-step leaves the executor's deadline to report it).
   const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) override {
-    if (!ready_ && !unpack()) return nullptr;
+    if (!landed(/*copy=*/true)) return nullptr;
     *bytes = bytes_;
     if (tag != nullptr) *tag = tag_;
     return staging_.data();
   }
 
+  const void* tryReceiveInView(size_t* bytes, uint32_t* tag = nullptr) override {
+    if (!landed(/*copy=*/false)) return nullptr;
+    *bytes = bytes_;
+    if (tag != nullptr) *tag = tag_;
+    return llDataWords(view_.ll, head_);
+  }
+
   void release() override {
-    LOOM_ENFORCE(ready_, InternalError, "shm LL release() from rank ", peer_,
+    LOOM_ENFORCE(landed_ == kLanded, InternalError, "shm LL release() from rank ", peer_,
                  " without a slot from tryReceive()");
-    ready_ = false;
-    haveHeader_ = false;
+    landed_ = kNoHeader;
     ++head_;
-    view_.control->head.store(head_, std::memory_order_release);  // done reading before head
-    ringDoorbell(view_.control->spaceBell);
+    control_->head.store(head_, std::memory_order_release);  // done reading before head
+    ringDoorbell(control_->spaceBell);
   }
 
   WaitArm armWait(WaitSet& set) override {
-    set.arm(view_.control->dataBell);
+    set.arm(control_->dataBell);
     // The sender stores every word before it rings: all landed words are visible now.
-    return ready_ || unpack() ? WaitArm::kReady : WaitArm::kArmed;
+    return landed(/*copy=*/false) ? WaitArm::kReady : WaitArm::kArmed;
   }
 
   bool progress() override { return false; }
   size_t slotBytes() const override { return kLLSlotBytes; }
   void checkPeer() const override { checkPeerHolds(segment_, peer_); }
+  const ConnectionView* view() const override { return &view_; }
 
  private:
-  // Moves the words of step head_ that have landed into staging_; true once all have.
-  bool unpack() {
-    const Word* slot = view_.slot(head_);
-    const uint32_t flag = flagOf(head_);
-    if (!haveHeader_) {
-      const uint64_t count = slot[0].load(std::memory_order_relaxed);
-      const uint64_t tag = slot[1].load(std::memory_order_relaxed);
-      if (flagIn(count) != flag || flagIn(tag) != flag) return false;
+  // True once the header and every data word of step head_ carry its flag; each call resumes
+  // at the first word the last one found missing. With `copy`, the words also go to staging_
+  // (tryReceive), checked and copied in one pass.
+  bool landed(bool copy) {
+    const uint64_t* slot = llSlot(view_.ll, head_);
+    const uint32_t flag = llFlag(head_);
+    if (landed_ == kNoHeader) {
+      uint32_t count = 0;
+      if (!llReadHeader(slot, flag, &count, &tag_)) return false;
       // The peer shares our memory but not our address space: never trust a count blindly.
-      LOOM_ENFORCE(static_cast<uint32_t>(count) <= kLLSlotBytes, RemoteError, "rank ", peer_,
-                   " posted ", static_cast<uint32_t>(count), " bytes into shm LL slots of ",
-                   kLLSlotBytes, " (corrupt ring)");
-      bytes_ = static_cast<uint32_t>(count);
-      tag_ = static_cast<uint32_t>(tag);
-      haveHeader_ = true;
-      unpacked_ = 0;
+      LOOM_ENFORCE(count <= kLLSlotBytes, RemoteError, "rank ", peer_, " posted ", count,
+                   " bytes into shm LL slots of ", kLLSlotBytes, " (corrupt ring)");
+      bytes_ = count;
+      landedWords_ = 0;
+      copiedWords_ = 0;
+      landed_ = kHeader;
     }
-    uint8_t* out = staging_.data();
-    for (const size_t words = (bytes_ + 3) / 4; unpacked_ < words; ++unpacked_) {
-      const uint64_t w = slot[kHeaderWords + unpacked_].load(std::memory_order_relaxed);
-      if (flagIn(w) != flag) return false;
-      const auto v = static_cast<uint32_t>(w);
-      std::memcpy(out + 4 * unpacked_, &v, 4);
+    const size_t words = llWordsFor(bytes_);
+    const uint64_t* data = slot + kLLHeaderWords;
+    if (copy && copiedWords_ < words) {
+      // Words checked without a copy (armWait) are checked again here: they have landed.
+      landedWords_ = copiedWords_ =
+          llUnpackLanded(staging_.data(), data, copiedWords_, words, flag);
+    } else if (landedWords_ < words) {
+      landedWords_ = llLanded(data, landedWords_, words, flag);
     }
-    ready_ = true;
+    if (landedWords_ < words) return false;
+    landed_ = kLanded;
     return true;
   }
 
+  enum Landed : uint8_t { kNoHeader, kHeader, kLanded };
+
   ShmSegment segment_;
-  LLView view_;
+  LLControl* control_;
+  uint64_t head_ = 0;  // steps released (only we write head); view_ points here
+  ConnectionView view_;
   PrivateMemory staging_;
   int peer_;
-  uint64_t head_ = 0;        // steps released (only we write head)
-  bool haveHeader_ = false;  // bytes_ and tag_ hold step head_'s header
-  bool ready_ = false;       // staging_ holds all of step head_
-  size_t unpacked_ = 0;      // data words of step head_ already in staging_
+  Landed landed_ = kNoHeader;  // of step head_
+  size_t landedWords_ = 0;     // data words of step head_ known to have landed
+  size_t copiedWords_ = 0;     // of those, the ones in staging_ (tryReceive)
   size_t bytes_ = 0;
   uint32_t tag_ = 0;
 };
@@ -216,9 +254,9 @@ std::unique_ptr<PendingRecv> setupLLRecv(const SetupContext& ctx, ConnectBlob* b
   ShmSegment segment = ShmSegment::create(kLLSegmentBytes);
   auto* base = static_cast<uint8_t*>(segment.data());
   new (base) LLControl();
-  // Every word starts as 0, a flag no step uses (ll_connection.h).
-  auto* words = reinterpret_cast<Word*>(base + kPageBytes);
-  for (size_t i = 0; i < kSlots * kWordsPerSlot; ++i) new (&words[i]) Word(0);
+  // Every word starts as 0, a flag no step uses (ll_words.h).
+  uint64_t* words = wordsOf(base);
+  for (size_t i = 0; i < kSlots * kWordsPerSlot; ++i) llStore(words + i, 0);
   LLBlob b;
   LOOM_ENFORCE(segment.name().size() < sizeof(b.name), InternalError, "segment name ",
                segment.name(), " is too long");

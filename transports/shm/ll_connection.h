@@ -1,5 +1,5 @@
 // The LL ("low latency") protocol over shared memory, behind the same SendConnection and
-// RecvConnection as Simple (transport.h), so the primitives do not change.
+// RecvConnection as Simple (transport.h), so a primitive that knows nothing of LL still works.
 //
 // Why. Simple publishes a slot with a release store of tail and the receiver must load tail
 // before it may touch the data: on small messages the two cache-line round trips (data, then
@@ -17,15 +17,15 @@
 // of payload per step. The size is fixed, not LOOM_BUFFSIZE: LL only pays off for messages
 // this small, so larger ones belong on Simple (the planner's choice, not the transport's).
 //
-// Flags. Every word of step s carries flag uint32(s + 1): never 0 on a slot's first use, so
-// a zeroed segment is never mistaken for data, and different from the flag of the step that
-// used the slot before. A word past the byte count of recent steps keeps an old flag; to keep
-// any such word from matching again when the 32-bit flag wraps, the sender writes every word
-// of a slot on the first kSlots steps of each kLLRefreshSteps (see post()).
+// Flags, header order and refresh: the LL word rules in src/kernels/ll_words.h, shared with
+// the primitives that write and read the words.
 //
-// The sender packs from a private, pre-touched staging buffer (tryAcquire hands it out) and
-// the receiver unpacks into another (tryReceive hands it out): the executor's reduceCopy works
-// on plain memory either way.
+// Both sides expose the ring through view() (transports/connection_view.h), for a primitive
+// that writes its step's data words straight into the slot and publishes them with
+// postWritten(), or reads a landed step straight from the slot after tryReceiveInView(). The
+// CPU executor uses the other way (src/exec/cpu/prim_task.cc says why): tryAcquire hands out a
+// private, pre-touched staging buffer that post() packs into the slot, and tryReceive unpacks
+// a landed step into another.
 #pragma once
 
 #include <cstddef>

@@ -172,6 +172,12 @@ bool PrimTask::tryStep() {
   const size_t bytes = s.count * elemSize_;
   // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
   // hands out the same slot until it is released or posted).
+  // LL links too go through the connection's staging buffers (tryReceive unpacks, post packs),
+  // not through their view (transport.h, view()). On the CPU those buffers stay in L1, so
+  // packing a step from one costs what packing it from the reduceCopy's own tile would, and
+  // unpacking checks each word's flag and copies it in one pass, where reading the words in
+  // the slot takes a pass for the flags first (a step must not write before all of it has
+  // landed: in place, its output is its input) and a second for the data (docs/performance.md).
   const void* received[kMaxTaskPeers] = {};
   const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
   char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
