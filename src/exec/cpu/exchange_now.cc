@@ -2,9 +2,7 @@
 
 #include <span>
 #include <utility>
-#include <vector>
 
-#include "algorithms/walker.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/exec/cpu/backoff.h"
@@ -33,19 +31,7 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
   plan.op = op;
   thread_local Plan planned;
   buildPlan(plan.op, 0, planned);
-  // Channels without data (a small call's second channel) have no steps: leave them out, so a
-  // call polls only tasks that move something. A gate on a task left out is open already.
-  thread_local Plan kept;
-  kept.tasks.clear();
-  std::vector<int> index(planned.tasks.size(), -1);
-  for (size_t i = 0; i < planned.tasks.size(); ++i) {
-    if (algo::stepCount(planned.tasks[i].program) == 0) continue;
-    index[i] = static_cast<int>(kept.tasks.size());
-    kept.tasks.push_back(planned.tasks[i]);
-    int& gate = kept.tasks.back().gate;
-    if (gate >= 0) gate = index[static_cast<size_t>(gate)];
-  }
-  bindPlan(plan.op, kept, plan.tasks);
+  bindPlan(plan.op, planned, plan.tasks);
   plan.op.comm.reset();  // see ExchangeNowPlan::op
   plan.count = op.count;
   plan.type = op.type;
@@ -67,13 +53,14 @@ class CachedRun {
   }
 
   void run() {
-    size_t first = 0;  // tasks before it are done
     drive([&] {
-      bool moved = false;
-      for (size_t i = first; i < tasks_.size(); ++i)
-        if (!tasks_[i]->done()) moved |= tasks_[i]->progress();
-      while (first < tasks_.size() && tasks_[first]->done()) ++first;
-      return first == tasks_.size() ? Progress::kDone : moved ? Progress::kMoved : Progress::kStill;
+      bool moved = false, all = true;
+      for (auto& t : tasks_) {
+        if (t->done()) continue;
+        moved |= t->progress();
+        all &= t->done();
+      }
+      return all ? Progress::kDone : moved ? Progress::kMoved : Progress::kStill;
     });
     drive([&] {
       for (auto& t : tasks_) {
