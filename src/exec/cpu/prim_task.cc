@@ -101,19 +101,6 @@ PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const Tas
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
                    !op.inputOverwritten) {}
 
-void PrimTask::restart(uint64_t number) {
-  label_.number = number;
-  input_ = static_cast<const char*>(inputHasPreOp_ ? op_.recvbuff : op_.sendbuff);
-  inputRegion_ = RegionLookup{};
-  outputRegion_ = RegionLookup{};
-  cursor_ = algo::StepCursor{};
-  haveCurrent_ = false;
-  done_ = false;
-  stepsDone_ = 0;
-  wait_ = Wait::kNothing;
-  waitIndex_ = 0;
-}
-
 std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";
   switch (wait_) {

@@ -68,10 +68,6 @@ class PrimTask {
   // Runs every step that can run now; true if anything happened. The executor pumps the
   // connections (their progress()) separately.
   bool progress();
-  // Walks the program again from its first step, for the call numbered `number` that the
-  // task's op now describes (same shape, new buffers): a cached plan's tasks run once per
-  // call (exchange_now.h).
-  void restart(uint64_t number);
   bool done() const { return done_; }
   size_t stepsDone() const { return stepsDone_; }
   // What the task waits for, for timeout messages: "data from rank 3", "a free slot to rank 1".
