@@ -178,13 +178,14 @@ bool runExchangeNow(CollOp& op) {
   Comm& c = *op.comm;
   if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
   // Only alone: beside other runs the general path keeps the order on shared connections.
-  ProgressEngine& engine = engineOf(c);
+  CpuExecutor& executor = cpuExecutorOf(c);
+  ProgressEngine& engine = executor.engine();
   if (!engine.tryExclusive()) return false;
   struct EndExclusive {
     ProgressEngine& engine;
     ~EndExclusive() { engine.endExclusive(); }
   } endExclusive{engine};
-  ExchangeNowPlan& plan = cpuExecutorOf(c).exchangeNowPlan();
+  ExchangeNowPlan& plan = executor.exchangeNowPlan();
   if (!plan.matches(op)) {
     std::unique_lock<std::mutex> connections = c.lockConnections();
     if (!makePlan(op, plan)) return false;

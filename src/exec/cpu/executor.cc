@@ -313,9 +313,9 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
   std::vector<CpuCallFlags>& flags = scratch.flags;
   flags.assign(ops.size(), CpuCallFlags{});
   for (size_t i = 0; i < ops.size(); ++i) {
-    const CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
+    CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
     flags[i].streamStores = executor.streamsStores(ops[i].count * dataTypeSize(ops[i].type));
-    if (ops.size() > 1) flags[i].mayPull = cpuExecutorOf(*ops[i].comm).pullPolicy().pullsAlways();
+    if (ops.size() > 1) flags[i].mayPull = executor.pullPolicy().pullsAlways();
   }
   bool anySelf = false;
   scratch.firstTask.assign(ops.size(), 0);
