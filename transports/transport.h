@@ -28,7 +28,7 @@
 #include <string>
 
 #include "src/mem/region_registry.h"
-#include "transports/connection_view.h"
+#include "src/kernels/connection_view.h"
 #include "transports/wait.h"
 
 namespace loom::transport {

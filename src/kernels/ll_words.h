@@ -1,7 +1,7 @@
 // The LL word rules, in one place for every side that touches LL words: the shm connection
 // that packs, checks and unpacks them (transports/shm/ll_connection.cc), and primitives that
 // write and read the words straight in the ring through a connection's view
-// (transports/connection_view.h; a GPU kernel's threads).
+// (src/kernels/connection_view.h; a GPU kernel's threads).
 //
 // A word is 8 bytes, written and read with one 64-bit access: the low half carries 4 data
 // bytes, the high half the flag of the step that wrote it. A word whose flag is the step's is
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "src/kernels/host_device.h"
-#include "transports/connection_view.h"
+#include "src/kernels/connection_view.h"
 
 namespace loom {
 inline namespace LOOM_ISA_NAMESPACE {

@@ -20,7 +20,7 @@
 // Flags, header order and refresh: the LL word rules in src/kernels/ll_words.h, shared with
 // the primitives that write and read the words.
 //
-// Both sides expose the ring through view() (transports/connection_view.h), for a primitive
+// Both sides expose the ring through view() (src/kernels/connection_view.h), for a primitive
 // that writes its step's data words straight into the slot and publishes them with
 // postWritten(), or reads a landed step straight from the slot after tryReceiveInView(). The
 // CPU executor uses the other way (src/exec/cpu/prim_task.cc says why): tryAcquire hands out a
