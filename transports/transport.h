@@ -90,6 +90,13 @@ class SendConnection {
     return false;
   }
   virtual void postStep(const StepMemory& step, uint32_t tag) { (void)step, (void)tag; }
+  // The call that posted steps with postStep() failed and is about to return: its memory may
+  // be freed at once, so nothing may be read from it from now on. Steps that wholly left stay
+  // sent. A connection that still had to read a step's bytes cannot finish that step, so it
+  // cannot keep its wire in order either: it sends nothing more, reports drained(), and fails
+  // every later use (progress() throws RemoteError). Never waits. Called by the thread that
+  // drives the connection.
+  virtual void dropPostedSteps() {}
   // Throws RemoteError when the peer's process is gone. The executor asks every so often
   // during a long wait on this connection (a system call; never per poll). Connections that
   // notice by themselves in progress() (a socket's EOF) need nothing here.

@@ -163,6 +163,8 @@ bool runExchangeNow(CollOp& op) {
   try {
     CachedRun(c, plan).run();
   } catch (const Error& e) {
+    // The caller may free its buffers once this returns (transport.h, dropPostedSteps).
+    for (transport::SendConnection* s : plan.sends) s->dropPostedSteps();
     c.setLastError(e.what());
     c.markFailed(e.code());
     throw;
