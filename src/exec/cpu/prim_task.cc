@@ -158,10 +158,15 @@ bool PrimTask::tryStep() {
   if (algo::primRecvs(s.prim)) {
     const size_t bytes = s.count * elemSize_;
     // A step that only moves one peer's data into the output (AllGather, Broadcast, the
-    // second half of a ring AllReduce) lets a connection that copies data in itself put it
-    // there directly; the step's own copy (or post-op) then runs in place.
-    if (links_.nrecv == 1 && (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend))
-      links_.recv[0]->pullInto(static_cast<char*>(op_->recvbuff) + s.outOffset * elemSize_, bytes);
+    // second half of a ring AllReduce) offers the output to a connection that places data
+    // itself; the step's own copy (or post-op) then runs in place.
+    // Once per step: the offer holds until the step is released.
+    if (!offered_ && links_.nrecv == 1 &&
+        (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend)) {
+      char* out = static_cast<char*>(op_->recvbuff) + s.outOffset * elemSize_;
+      links_.recv[0]->offerDestination({out, bytes, outputRegion_.find(out, bytes)});
+      offered_ = true;
+    }
     // LL links too go through the connection's staging buffers (tryReceive unpacks, post
     // packs), not through their view (transport.h, view()). On the CPU those buffers stay in
     // L1, so packing a step from one costs what packing it from the reduceCopy's own tile
@@ -264,6 +269,7 @@ bool PrimTask::runStep(const void* const* received) {
     }
   }
   wait_ = Wait::kNothing;
+  offered_ = false;
   ++stepsDone_;
   done_ = !algo::nextStep(program_, cursor_, current_);
   return true;

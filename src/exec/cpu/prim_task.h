@@ -85,6 +85,7 @@ class PrimTask {
     cursor_ = firstCursor_;
     current_ = firstStep_;
     done_ = empty_;
+    offered_ = false;
     stepsDone_ = 0;
     wait_ = Wait::kNothing;
   }
@@ -153,7 +154,8 @@ class PrimTask {
   algo::Step current_;      // the step to run next, unless done_
   algo::StepCursor firstCursor_;
   algo::Step firstStep_;
-  bool empty_ = false;  // the program has no step
+  bool empty_ = false;    // the program has no step
+  bool offered_ = false;  // the current step's destination was offered to its connection
   bool done_ = false;
   size_t stepsDone_ = 0;
   Wait wait_ = Wait::kNothing;
