@@ -26,8 +26,10 @@ void addOnce(std::vector<T*>& list, T* item) {
   if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
 }
 
-// Plans and binds `op`'s tasks into `plan`; false (plan left invalid) when a connection is
-// not made yet (the general path connects).
+// Plans and binds `op`'s tasks into `plan`; false when the call goes down the general path:
+// a connection is not made yet (the plan is left invalid: the general path connects), or the
+// shape has several steps a channel (kept as a valid plan that is not fast, so later calls of
+// the shape need not plan again to learn it).
 bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
   plan.invalidate();
   for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
@@ -40,15 +42,6 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
   buildPlan(op, 0, planned);
   bindPlan(op, planned, plan.tasks);
   const ReduceCopyKernel kernel = reduceCopyKernel(op.type, op.reduce);
-  for (size_t i = 0; i < plan.tasks.size(); ++i) {
-    if (algo::stepCount(planned.tasks[i].program) == 0) continue;
-    PrimTask* t = plan.tasks[i].get();
-    t->setKernel(kernel);
-    plan.live.push_back(t);
-    const TaskLinks& l = t->links();
-    for (int k = 0; k < l.nsend; ++k) addOnce(plan.sends, l.send[k]);
-    for (int k = 0; k < l.nrecv; ++k) addOnce(plan.recvs, l.recv[k]);
-  }
   plan.count = op.count;
   plan.type = op.type;
   plan.reduce = op.reduce;
@@ -56,6 +49,26 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
   plan.inPlace = op.sendbuff == op.recvbuff;
   plan.bytes = op.count * dataTypeSize(op.type);
   plan.valid = true;
+  for (size_t i = 0; i < plan.tasks.size(); ++i) {
+    const size_t steps = algo::stepCount(planned.tasks[i].program);
+    if (steps == 0) continue;
+    // A call of several steps a channel is large enough for the general path's per-call
+    // choices (the CMA pull policy, streaming stores), which the cached tasks leave out.
+    if (steps > 1) {
+      plan.live.clear();
+      plan.sends.clear();
+      plan.recvs.clear();
+      plan.tasks.clear();
+      return false;  // plan.fast stays false: this shape goes down the general path
+    }
+    PrimTask* t = plan.tasks[i].get();
+    t->setKernel(kernel);
+    plan.live.push_back(t);
+    const TaskLinks& l = t->links();
+    for (int k = 0; k < l.nsend; ++k) addOnce(plan.sends, l.send[k]);
+    for (int k = 0; k < l.nrecv; ++k) addOnce(plan.recvs, l.recv[k]);
+  }
+  plan.fast = true;
   return true;
 }
 
@@ -151,6 +164,7 @@ bool runExchangeNow(CollOp& op) {
     std::unique_lock<std::mutex> connections = c.lockConnections();
     if (!makePlan(op, plan)) return false;
   }
+  if (!plan.fast) return false;
   // The tasks reduce without reduceCopy's checks (ExchangeNowPlan::tasks): partly
   // overlapping buffers are the one thing they would catch that varies per call, and the
   // general path reports it.

@@ -1,6 +1,6 @@
-// The executor's fast path for the latency-critical case: one exchange AllReduce outside a
-// group, its connections made (every call after the first), run while nothing else runs on the
-// communicator.
+// The executor's fast path for the latency-critical case: one small exchange AllReduce (a step
+// per channel) outside a group, its connections made (every call after the first), run while
+// nothing else runs on the communicator.
 //
 // It is a cached plan, not a second executor. The first call of a shape (count, datatype, op,
 // protocol, in place or not) plans its tasks as the general path does (planner.h's exchange: a
@@ -28,7 +28,8 @@ bool runExchangeNow(CollOp& op);
 // The cached plan of a communicator (CpuExecutor::exchangeNowPlan(), used while it drives
 // alone: ProgressEngine::tryExclusive).
 struct ExchangeNowPlan {
-  bool valid = false;
+  bool valid = false;  // the fields below describe a shape
+  bool fast = false;   // and its tasks run here (false: the shape takes the general path)
   // The shape the tasks were planned for.
   size_t count = 0;
   loomDataType_t type = loomFloat32;
@@ -57,6 +58,7 @@ struct ExchangeNowPlan {
   // them: the tasks that point at them go too.
   void invalidate() {
     valid = false;
+    fast = false;
     live.clear();
     sends.clear();
     recvs.clear();
