@@ -56,6 +56,16 @@ struct StepMemory {
   bool mayPull = false;
 };
 
+// Where a step's bytes end up on the receiving side, offered to a receive connection before the
+// step arrives (RecvConnection::offerDestination): the receiver's counterpart of StepMemory.
+struct StepDestination {
+  void* data = nullptr;
+  size_t bytes = 0;  // room there: at least the step's size
+  // The registered region that holds it (src/mem/region_registry.h), or null: a transport
+  // that writes into registered memory (a NIC's receive) needs it.
+  const MemRegion* region = nullptr;
+};
+
 // Fixed-size opaque setup message (bootstrap messages have exact sizes).
 struct ConnectBlob {
   uint8_t bytes[256] = {};
@@ -90,6 +100,13 @@ class SendConnection {
     return false;
   }
   virtual void postStep(const StepMemory& step, uint32_t tag) { (void)step, (void)tag; }
+  // The call that posted steps with postStep() failed and is about to return: its memory may
+  // be freed at once, so nothing may be read from it from now on. Steps that wholly left stay
+  // sent. A connection that still had to read a step's bytes cannot finish that step, so it
+  // cannot keep its wire in order either: it sends nothing more, reports drained(), and fails
+  // every later use (progress() throws RemoteError). Never waits. Called by the thread that
+  // drives the connection.
+  virtual void dropPostedSteps() {}
   // Throws RemoteError when the peer's process is gone. The executor asks every so often
   // during a long wait on this connection (a system call; never per poll). Connections that
   // notice by themselves in progress() (a socket's EOF) need nothing here.
@@ -111,11 +128,12 @@ class RecvConnection {
   virtual const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) = 0;
   // Returns the slot from the last tryReceive to the sender.
   virtual void release() = 0;
-  // A hint for the next step: the caller will copy it, unchanged, to `dst` (room for
-  // `capacity` bytes). A connection that has to copy a step in itself (an shm CMA pull) then
-  // copies it straight there and tryReceive returns `dst`, saving the caller's copy. Holds
-  // until release(); connections without such steps ignore it.
-  virtual void pullInto(void* dst, size_t capacity) { (void)dst, (void)capacity; }
+  // Where the next step's bytes end up: the caller copies them, unchanged, to `dst`. A
+  // connection that places arriving bytes itself (shm pulling a step with CMA; a wire transport
+  // receiving into user memory) may put them there and return dst.data from tryReceive, which
+  // saves the caller's copy (it then runs in place). Holds until release(); a connection that
+  // cannot use it ignores it.
+  virtual void offerDestination(const StepDestination& dst) { (void)dst; }
   // Moves arriving data into slots without blocking; true if anything moved. Throws
   // RemoteError when the peer is gone.
   virtual bool progress() = 0;

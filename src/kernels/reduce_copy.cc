@@ -182,4 +182,12 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
   streamFence();
 }
 
+ReduceCopyKernel reduceCopyKernel(loomDataType_t type, ReduceOpKind op) {
+  LOOM_ENFORCE(isValidDataType(type), InvalidArgument, "reduceCopy: invalid data type ",
+               static_cast<int>(type), " (valid: 0..", loomNumTypes - 1, ")");
+  LOOM_ENFORCE(reduceOpKindName(op) != nullptr, InvalidArgument, "reduceCopy: invalid op kind ",
+               static_cast<int>(op), " (valid: 0..", kNumReduceOps - 1, ")");
+  return tableFor(activeCpuIsa())->fn[type][static_cast<int>(op)];
+}
+
 }  // namespace loom

@@ -42,6 +42,13 @@ void validateReduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyAr
 // Host memory, synchronous, single thread. See reduce_copy.h for what it computes.
 void reduceCopy(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& args);
 
+// The instantiation reduceCopy(type, op, ...) runs on this CPU, called without reduceCopy's
+// checks: for a caller that runs many steps of one shape whose arguments are right by
+// construction (the CPU executor's cached plans), where the checks would cost as much as an
+// 8-byte step. Throws InvalidArgument for a type or op out of range.
+using ReduceCopyKernel = void (*)(const ReduceCopyArgs&);
+ReduceCopyKernel reduceCopyKernel(loomDataType_t type, ReduceOpKind op);
+
 // memcpy whose stores to `dst` are non-temporal (no read-for-ownership, no cache pollution),
 // fenced before it returns; a plain memcpy where the CPU has no such stores. Bit-exact. For
 // large calls (ReduceCopyArgs::streamStores).

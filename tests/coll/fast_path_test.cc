@@ -1,7 +1,8 @@
-// The executor's fast path for one small exchange AllReduce (src/exec/cpu/exchange_now.h): calls
-// outside a group take it once connected, what it sends is what the planned tasks send (a
-// peer that groups two calls takes the planned path for both, and all must agree bit for
-// bit), and a peer that never calls ends in a timeout that names it, not a hang.
+// The executor's fast path for one exchange AllReduce (src/exec/cpu/exchange_now.h), the
+// planner's tasks cached per shape: calls outside a group take it once connected, what it sends
+// is what the planned tasks send (a peer that groups two calls takes the planned path for both,
+// and all must agree bit for bit), and a peer that never calls ends in a timeout that names
+// it, not a hang.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -199,6 +200,27 @@ TEST(ExchangeFastPath, DestroyedCommunicatorIsRefusedAfterUse) {
     EXPECT_EQ(out[1], 4.0f);
     ASSERT_LOOM_OK(loomCommDestroy(again));
   });
+}
+
+// The cached tasks reduce without reduceCopy's per-step checks (exchange_now.h); buffers that
+// partly overlap, the one thing those checks catch that changes from call to call, must still be
+// refused as the general path refuses them.
+TEST(ExchangeFastPath, PartlyOverlappingBuffersAreRefused) {
+  std::vector<loomComm_t> comms(2, nullptr);
+  ASSERT_LOOM_OK(loomCommInitAll(comms.data(), 2, nullptr));
+  std::vector<loomResult_t> overlapping(2, loomSuccess);
+  test::runThreads(2, [&](int r) {
+    float buf[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[4] = {};
+    for (int call = 0; call < 2; ++call)  // connects, then plans the shape
+      ASSERT_LOOM_OK(loomAllReduce(buf, out, 4, loomFloat32, loomSum, comms[r], nullptr));
+    const uint64_t before = exchangeNowCallsOnThisThread();
+    overlapping[r] = loomAllReduce(buf, buf + 1, 4, loomFloat32, loomSum, comms[r], nullptr);
+    EXPECT_EQ(exchangeNowCallsOnThisThread(), before) << "rank " << r;
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(overlapping[r], loomInvalidArgument)
+        << "rank " << r << ": " << loomGetLastError(comms[r]);
+  for (loomComm_t comm : comms) EXPECT_EQ(loomCommAbort(comm), loomSuccess);
 }
 
 TEST(ExchangeFastPath, PeerThatNeverCallsTimesOutNamingIt) {

@@ -16,6 +16,7 @@ add_executable(loom_transport_tests
   ${loom_transport_test_dir}/ring_test.cc
   ${loom_transport_test_dir}/process_test.cc
   ${loom_transport_test_dir}/setup_test.cc
+  ${loom_transport_test_dir}/socket_send_test.cc
   ${loom_transport_test_dir}/wait_test.cc
   ${loom_transport_test_dir}/transport_test_util.cc
   ${loom_transport_test_dir}/../test_util.cc)

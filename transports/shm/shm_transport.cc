@@ -199,26 +199,23 @@ class ShmRecvConnection final : public RecvConnection {
         RemoteError, "rank ", peer_,
         " posted a direct step on a connection set up without them (corrupt ring)");
     if (direct_ == shm::DirectMode::kSameProcess) return reinterpret_cast<const void*>(address);
-    // CMA: one kernel copy, once per step, into the caller's destination when it named one
-    // (pullInto) or else into our slot (the sender left it unused).
+    // CMA: one kernel copy, once per step, into the caller's destination when it offered one
+    // (offerDestination) or else into our slot (the sender left it unused).
     if (pulled_ != head_ + 1) {
-      pulledTo_ = pullDst_ != nullptr && n <= pullCapacity_ ? pullDst_ : ring_.slot(head_);
+      pulledTo_ = dest_.data != nullptr && n <= dest_.bytes ? dest_.data : ring_.slot(head_);
       shm::cmaRead(senderPid_, reinterpret_cast<const void*>(address), pulledTo_, n, peer_);
       pulled_ = head_ + 1;
     }
     return pulledTo_;
   }
 
-  void pullInto(void* dst, size_t capacity) override {
-    pullDst_ = dst;
-    pullCapacity_ = capacity;
-  }
+  void offerDestination(const StepDestination& dst) override { dest_ = dst; }
 
   void release() override {
     LOOM_ENFORCE(received_, InternalError, "shm release() from rank ", peer_,
                  " without a slot from tryReceive()");
     received_ = false;
-    pullDst_ = nullptr;
+    dest_ = StepDestination{};
     if (registeredStep_) shm::countRegisteredStep();
     registeredStep_ = false;
     ++head_;
@@ -262,8 +259,7 @@ class ShmRecvConnection final : public RecvConnection {
   uint64_t tail_ = 0;                             // the sender's tail as last seen
   uint64_t pulled_ = 0;       // 1 + the step whose direct data is pulled already
   void* pulledTo_ = nullptr;  // where it went
-  void* pullDst_ = nullptr;   // pullInto() for the current step
-  size_t pullCapacity_ = 0;
+  StepDestination dest_;      // offered for the current step
   bool received_ = false;
 };
 

@@ -50,7 +50,20 @@ void SocketSendConnection::postStep(const StepMemory& step, uint32_t tag) {
   ++tail_;
 }
 
+void SocketSendConnection::dropPostedSteps() {
+  // A step still in caller memory is one of a stream's unsent ones (stream k sends steps k,
+  // k + N, ...); its first bytes may be in the kernel already, so the stream cannot go on.
+  const uint64_t n = streams_.size();
+  for (const Stream& s : streams_)
+    for (uint64_t step = s.next; step < tail_; step += n)
+      if (direct_[step % kSlots] != nullptr) dropped_ = true;
+  if (dropped_) direct_.fill(nullptr);
+}
+
 bool SocketSendConnection::progress() {
+  LOOM_ENFORCE(!dropped_, RemoteError, link_.describe(),
+               ": unusable since a failed call dropped the steps it had posted from its own "
+               "buffers; destroy the communicator and create a new one");
   bool moved = false;
   const uint64_t n = streams_.size();
   uint64_t done = tail_;
@@ -91,6 +104,7 @@ bool SocketSendConnection::progress() {
 
 // Sleeps until a stream with unsent steps can take more bytes.
 WaitArm SocketSendConnection::armWait(WaitSet& set, bool /*drain*/) {
+  if (dropped_) return WaitArm::kReady;  // progress() reports it
   bool pending = false;
   for (Stream& s : streams_) {
     if (s.next < tail_) {

@@ -81,7 +81,7 @@ class SocketSendConnection final : public SendConnection {
   void* tryAcquire() override;
   void post(size_t bytes, uint32_t tag = 0) override;
   bool progress() override;
-  bool drained() const override { return done_ == tail_; }
+  bool drained() const override { return done_ == tail_ || dropped_; }
   size_t slotBytes() const override { return ring_.slotBytes; }
   WaitArm armWait(WaitSet& set, bool drain) override;
   // Zero-copy sends: the data goes to the kernel straight from the caller's buffer (the
@@ -91,6 +91,7 @@ class SocketSendConnection final : public SendConnection {
     return step.bytes >= kDirectMinBytes && step.bytes <= ring_.slotBytes;
   }
   void postStep(const StepMemory& step, uint32_t tag) override;
+  void dropPostedSteps() override;
 
  private:
   // Below this a copy into the slot costs less than the bookkeeping.
@@ -108,6 +109,7 @@ class SocketSendConnection final : public SendConnection {
   uint64_t done_ = 0;  // steps before this one are all in the kernel
   bool acquired_ = false;
   std::array<const uint8_t*, kSlots> direct_{};  // a step's data when not in its slot
+  bool dropped_ = false;  // dropPostedSteps() cut a step short: nothing is sent any more
 };
 
 class SocketRecvConnection final : public RecvConnection {

@@ -403,7 +403,7 @@ void CpuExecutor::runOne(CollOp&& op) {
 
 void CpuExecutor::quiesce() {
   engine_.waitIdle();
-  exchangeNowPlan_.valid = false;  // it points at the connections the communicator drops
+  exchangeNowPlan_.invalidate();  // it points at the connections the communicator drops
 }
 
 void CpuExecutor::resume() { engine_.endExclusive(); }

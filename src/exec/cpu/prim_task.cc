@@ -81,7 +81,7 @@ const MemRegion* PrimTask::RegionLookup::find(const void* data, size_t bytes) {
 
 PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const TaskLinks& links,
                    const TaskLabel& label, const PrimTask* gate, TaskInput input)
-    : op_(op),
+    : op_(&op),
       flags_(&kNoFlags),
       program_(program),
       links_(links),
@@ -99,7 +99,13 @@ PrimTask::PrimTask(const CollOp& op, const algo::StepProgram& program, const Tas
       // buffer a Recv of its group fills).
       directInput_(!(isReduction_ && op.reduce == ReduceOpKind::kPreMulSum && !inputHasPreOp_) &&
                    !(op.kind == CollKind::kAlltoAll && op.sendbuff == op.recvbuff) &&
-                   !op.inputOverwritten) {}
+                   !op.inputOverwritten) {
+  // The first step, for every walk (restart) of the program.
+  done_ = !algo::nextStep(program_, cursor_, current_);
+  firstCursor_ = cursor_;
+  firstStep_ = current_;
+  empty_ = done_;
+}
 
 std::string PrimTask::waitingFor() const {
   if (done_) return "nothing";
@@ -136,44 +142,38 @@ transport::WaitArm PrimTask::armWait(transport::WaitSet& set) const {
   return transport::WaitArm::kReady;
 }
 
-bool PrimTask::progress() {
-  bool any = false;
-  while (!done_ && tryStep()) any = true;
-  return any;
-}
-
-// Runs the current step if its slots are ready. Returns true if it ran (or the walk ended).
+// Runs the current step if its slots are ready. Returns true if it ran.
+// It runs once per step of every call and once per poll of a waiting task, so it keeps to what
+// the step needs: waiting for data costs a small function (the step's own work is runStep's),
+// no array is cleared beyond the links it has, the reduceCopy arguments are the task's own
+// (filled by stepOperands, never cleared), and the walk looks one step ahead, so the task is
+// done as its last step runs rather than one call later.
 bool PrimTask::tryStep() {
-  if (!haveCurrent_) {
-    if (!algo::nextStep(program_, cursor_, current_)) {
-      done_ = true;
-      return true;
-    }
-    haveCurrent_ = true;
-  }
   if (gate_ != nullptr && gate_->stepsDone() <= stepsDone_ && !gate_->done()) {
     wait_ = Wait::kGate;
     return false;
   }
   const algo::Step& s = current_;
-  const size_t bytes = s.count * elemSize_;
-  // Every slot the step needs must be ready before it runs; asking again is harmless (a ring
-  // hands out the same slot until it is released or posted).
-  // LL links too go through the connection's staging buffers (tryReceive unpacks, post packs),
-  // not through their view (transport.h, view()). On the CPU those buffers stay in L1, so
-  // packing a step from one costs what packing it from the reduceCopy's own tile would, and
-  // unpacking checks each word's flag and copies it in one pass, where reading the words in
-  // the slot takes a pass for the flags first (a step must not write before all of it has
-  // landed: in place, its output is its input) and a second for the data (docs/performance.md).
-  const void* received[kMaxTaskPeers] = {};
-  const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
-  char* out = static_cast<char*>(op_.recvbuff) + s.outOffset * elemSize_;
-  if (recvs) {
+  const void* received[kMaxTaskPeers];
+  if (algo::primRecvs(s.prim)) {
+    const size_t bytes = s.count * elemSize_;
     // A step that only moves one peer's data into the output (AllGather, Broadcast, the
-    // second half of a ring AllReduce) lets a connection that copies data in itself put it
-    // there directly; the step's own copy (or post-op) then runs in place.
-    if (links_.nrecv == 1 && (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend))
-      links_.recv[0]->pullInto(out, bytes);
+    // second half of a ring AllReduce) offers the output to a connection that places data
+    // itself; the step's own copy (or post-op) then runs in place.
+    // Once per step: the offer holds until the step is released.
+    if (!offered_ && links_.nrecv == 1 &&
+        (s.prim == algo::Prim::kRecv || s.prim == algo::Prim::kRecvCopySend)) {
+      char* out = static_cast<char*>(op_->recvbuff) + s.outOffset * elemSize_;
+      links_.recv[0]->offerDestination({out, bytes, outputRegion_.find(out, bytes)});
+      offered_ = true;
+    }
+    // LL links too go through the connection's staging buffers (tryReceive unpacks, post
+    // packs), not through their view (transport.h, view()). On the CPU those buffers stay in
+    // L1, so packing a step from one costs what packing it from the reduceCopy's own tile
+    // would, and unpacking checks each word's flag and copies it in one pass, where reading
+    // the words in the slot takes a pass for the flags first (a step must not write before
+    // all of it has landed: in place, its output is its input) and a second for the data
+    // (docs/performance.md).
     for (int i = 0; i < links_.nrecv; ++i) {
       size_t got = 0;
       uint32_t tag = 0;
@@ -183,9 +183,21 @@ bool PrimTask::tryStep() {
         waitIndex_ = i;
         return false;
       }
-      checkReceived(label_, op_, links_.recvPeer[i], tag, signature_, got, bytes);
+      checkReceived(label_, *op_, links_.recvPeer[i], tag, signature_, got, bytes);
     }
   }
+  return runStep(received);
+}
+
+// The rest of tryStep once the step's data is in: every slot the step needs must be ready
+// before it runs; asking again is harmless (a ring hands out the same slot until it is
+// released or posted).
+bool PrimTask::runStep(const void* const* received) {
+  const algo::Step& s = current_;
+  const size_t bytes = s.count * elemSize_;
+  const int nrecv = links_.nrecv, nsend = links_.nsend;
+  const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
+  char* out = static_cast<char*>(op_->recvbuff) + s.outOffset * elemSize_;
   const char* in = input_ + s.inOffset * elemSize_;
   // Single-copy sends (transports/shm/direct_read.h): when the bytes a step sends end up in a
   // user buffer that stays put until the call returns - the output it writes, or an input sent
@@ -194,72 +206,72 @@ bool PrimTask::tryStep() {
   // peer can read without taking them out of this core's cache first.
   const bool opApplies =
       isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
-  const bool inputGoes = directInput_ && (s.prim == algo::Prim::kSend ||
-                                          (s.prim == algo::Prim::kCopySend && !opApplies));
-  const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
-  void* slots[kMaxTaskPeers] = {};
-  const transport::StepMemory* direct[kMaxTaskPeers] = {};  // posted instead of a slot
+  // Slots to fill: a link that posts the data by address (direct) fills none.
+  void* fill[kMaxTaskPeers];
+  const transport::StepMemory* direct[kMaxTaskPeers];
   transport::StepMemory inStep, outStep;
-  if (sends && (inputGoes || outputGoes)) {
-    inStep = {in, bytes, inputGoes ? inputRegion_.find(in, bytes) : nullptr, flags_->mayPull};
-    outStep = {out, bytes, outputGoes ? outputRegion_.find(out, bytes) : nullptr, flags_->mayPull};
-  }
   if (sends) {
-    for (int i = 0; i < links_.nsend; ++i) {
+    const bool inputGoes = directInput_ && (s.prim == algo::Prim::kSend ||
+                                            (s.prim == algo::Prim::kCopySend && !opApplies));
+    const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
+    if (inputGoes) inStep = {in, bytes, inputRegion_.find(in, bytes), flags_->mayPull};
+    if (outputGoes) outStep = {out, bytes, outputRegion_.find(out, bytes), flags_->mayPull};
+    for (int i = 0; i < nsend; ++i) {
       transport::SendConnection& link = *links_.send[i];
+      direct[i] = nullptr;
       if (inputGoes && link.acceptsStep(inStep))
         direct[i] = &inStep;
       else if (outputGoes && link.acceptsStep(outStep))
         direct[i] = &outStep;
-      slots[i] = links_.send[i]->tryAcquire();
-      if (slots[i] == nullptr) {
+      void* slot = link.tryAcquire();
+      if (slot == nullptr) {
         wait_ = Wait::kSlot;
         waitIndex_ = i;
         return false;
       }
+      fill[i] = direct[i] ? nullptr : slot;
     }
   }
 
-  // Slots to fill: a link that posts the data by address fills none.
-  void* fill[kMaxTaskPeers] = {};
-  if (sends)
-    for (int i = 0; i < links_.nsend; ++i) fill[i] = direct[i] ? nullptr : slots[i];
   StepBuffers buffers;
   buffers.input = in;
   buffers.inputHasPreOp = inputHasPreOp_;
   buffers.inputPosition = inputPosition_;
   buffers.received = received;
-  buffers.nrecv = links_.nrecv;
+  buffers.nrecv = nrecv;
   buffers.output = out;
   buffers.slots = fill;
-  buffers.nslots = links_.nsend;
-  ReduceCopyArgs args;
+  buffers.nslots = nsend;
+  ReduceCopyArgs& args = args_;
   stepOperands(s.prim, s.final, buffers, args);
   args.count = s.count;
-  args.scalar = op_.scalar;
+  args.scalar = op_->scalar;
   args.streamStores = flags_->streamStores;
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (args.nsrc == 1 && !opApplies) {
       copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
+    } else if (kernel_ != nullptr) {
+      kernel_(args);
     } else {
-      reduceCopy(op_.type, op_.reduce, args);
+      reduceCopy(op_->type, op_->reduce, args);
     }
   }
   if (recvs)
-    for (int i = 0; i < links_.nrecv; ++i) links_.recv[i]->release();
+    for (int i = 0; i < nrecv; ++i) links_.recv[i]->release();
   if (sends) {
-    for (int i = 0; i < links_.nsend; ++i) {
+    for (int i = 0; i < nsend; ++i) {
       if (direct[i])
         links_.send[i]->postStep(*direct[i], signature_);
       else
         links_.send[i]->post(bytes, signature_);
     }
   }
-  haveCurrent_ = false;
   wait_ = Wait::kNothing;
+  offered_ = false;
   ++stepsDone_;
+  done_ = !algo::nextStep(program_, cursor_, current_);
   return true;
 }
 

@@ -18,6 +18,7 @@
 
 #include "algorithms/primitives.h"
 #include "algorithms/walker.h"
+#include "src/kernels/reduce_copy_dispatch.h"
 #include "src/mem/region_registry.h"
 #include "src/plan/coll.h"
 #include "src/plan/plan.h"
@@ -67,7 +68,31 @@ class PrimTask {
 
   // Runs every step that can run now; true if anything happened. The executor pumps the
   // connections (their progress()) separately.
-  bool progress();
+  bool progress() {
+    bool any = false;
+    while (!done_ && tryStep()) any = true;
+    return any;
+  }
+  // Walks the program again from its first step, for `op` (the shape the task was made for,
+  // new buffers) numbered `number`: a cached plan's tasks run once per call (exchange_now.h).
+  // `op` must outlive the walk.
+  void restart(const CollOp& op, uint64_t number) {
+    op_ = &op;
+    label_.number = number;
+    input_ = static_cast<const char*>(inputHasPreOp_ ? op.recvbuff : op.sendbuff);
+    inputRegion_ = RegionLookup{};
+    outputRegion_ = RegionLookup{};
+    cursor_ = firstCursor_;
+    current_ = firstStep_;
+    done_ = empty_;
+    offered_ = false;
+    stepsDone_ = 0;
+    wait_ = Wait::kNothing;
+  }
+  // Runs the steps' reductions with `kernel` (reduceCopyKernel for the task's datatype and op)
+  // instead of reduceCopy, skipping its checks: for a cached plan whose caller checked the
+  // call's buffers (exchange_now.cc). Null: reduceCopy.
+  void setKernel(ReduceCopyKernel kernel) { kernel_ = kernel; }
   bool done() const { return done_; }
   size_t stepsDone() const { return stepsDone_; }
   // What the task waits for, for timeout messages: "data from rank 3", "a free slot to rank 1".
@@ -96,6 +121,7 @@ class PrimTask {
   // What the last tryStep() that could not run waited for: no string is built while polling.
   enum class Wait : uint8_t { kNothing, kGate, kData, kSlot };
   bool tryStep();
+  [[gnu::noinline]] bool runStep(const void* const* received);
 
   // The registered region of one of the task's buffers (src/mem/region_registry.h), looked
   // up when a step first lies outside the last one found: the steps walk one buffer, so the
@@ -108,9 +134,11 @@ class PrimTask {
     std::optional<MemRegion> found_;
   };
 
-  const CollOp& op_;
+  const CollOp* op_;
   const CpuCallFlags* flags_;
   RegionLookup inputRegion_, outputRegion_;
+  ReduceCopyArgs args_;  // the current step's, filled by stepOperands
+  ReduceCopyKernel kernel_ = nullptr;
   algo::StepProgram program_;
   algo::StepCursor cursor_;
   TaskLinks links_;
@@ -123,8 +151,11 @@ class PrimTask {
   uint32_t signature_;
   bool directInput_;        // steps that send the input as it is may post its address
   int inputPosition_ = -1;  // -1: after the received data
-  algo::Step current_;
-  bool haveCurrent_ = false;
+  algo::Step current_;      // the step to run next, unless done_
+  algo::StepCursor firstCursor_;
+  algo::Step firstStep_;
+  bool empty_ = false;    // the program has no step
+  bool offered_ = false;  // the current step's destination was offered to its connection
   bool done_ = false;
   size_t stepsDone_ = 0;
   Wait wait_ = Wait::kNothing;

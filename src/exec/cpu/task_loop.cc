@@ -217,6 +217,9 @@ void driveRuns(std::span<Comm* const> comms, std::span<Run* const> runs, Registe
           any = true;
         }
         if (lane.driving && failure != nullptr) {
+          // A failed run's owner returns as soon as it is failed, and may free its buffers at
+          // once: no connection may read a step it posted by address after that.
+          for (auto* s : lane.sends) s->dropPostedSteps();
           lane.engine->failAll(failure);  // fails this thread's run there too
           lane.engine->leave();
           lane.driving = false;
