@@ -11,7 +11,7 @@
 //
 // A dead peer cannot be detected from the ring: a sender that died simply stops posting, a
 // receiver that died stops releasing. During a long wait the executor asks the connection's
-// checkPeer(), which sees that the peer no longer holds its lock mark on the segment
+// checkPeer(), which sees that the peer no longer holds its lock byte on the segment
 // (shm_segment.h); its deadline and abort checks cover the rest (docs/architecture.md,
 // "Errors, timeouts and dead peers").
 #pragma once
