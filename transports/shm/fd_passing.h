@@ -73,7 +73,8 @@ struct FdTicket {
 class FdOffer {
  public:
   FdOffer() = default;
-  // Offers (a duplicate of) `fd`. Throws SystemError when the server cannot start.
+  // Offers `fd`, which must stay open until the offer is withdrawn (the server sends it under
+  // the same lock that withdraw() takes). Throws SystemError when the server cannot start.
   static FdOffer make(int fd);
   ~FdOffer() { withdraw(); }
   FdOffer(FdOffer&& other) noexcept;

@@ -6,7 +6,6 @@
 //   server -> client  4 bytes: 0 and the fd (SCM_RIGHTS), or ENOENT and no fd
 // then the server closes the connection. An offer is served once: the request word of a taken
 // or withdrawn offer gets ENOENT.
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -78,7 +77,7 @@ struct Server {
   int listener = -1;
   std::string name;  // without the leading NUL
   std::mutex mutex;
-  std::map<uint64_t, int> offers;  // request word -> our duplicate of the offered fd
+  std::map<uint64_t, int> offers;  // request word -> the offered fd (the offer's owner's)
 };
 
 std::atomic<Server*> current{nullptr};
@@ -91,18 +90,16 @@ struct Client {
   size_t got;
 };
 
-// Answers `c`'s complete request and hands the fd out, once.
+// Answers `c`'s complete request and hands the fd out, once. The send happens under the lock,
+// so an owner that withdraws the offer (and then closes the fd) waits until it is done.
 void answer(Server& s, const Client& c) {
   uint64_t request;
   std::memcpy(&request, c.request, sizeof(request));
+  std::lock_guard<std::mutex> lock(s.mutex);
   int fd = -1;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    auto it = s.offers.find(request);
-    if (it != s.offers.end()) {
-      fd = it->second;
-      s.offers.erase(it);
-    }
+  if (auto it = s.offers.find(request); it != s.offers.end()) {
+    fd = it->second;
+    s.offers.erase(it);
   }
   int32_t status = fd >= 0 ? kServed : ENOENT;
   iovec iov{&status, sizeof(status)};
@@ -121,7 +118,6 @@ void answer(Server& s, const Client& c) {
   }
   // A fresh connection's buffer takes 4 bytes at once; a client that is gone simply misses it.
   (void)sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (fd >= 0) close(fd);  // the message in flight holds the file now
 }
 
 [[noreturn]] void serve(Server* s) {
@@ -214,15 +210,13 @@ std::string waitReadable(int sock, int pidfd, const Deadline& deadline) {
 FdOffer FdOffer::make(int fd) {
   Server& s = server();
   FdOffer offer;
-  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) throwSystemError("duplicating an fd to offer it", errno);
   std::snprintf(offer.ticket_.server, sizeof(offer.ticket_.server), "%s", s.name.c_str());
   offer.ticket_.check = randomWord();
   std::lock_guard<std::mutex> lock(s.mutex);
   do {
     offer.ticket_.request = randomWord();
   } while (offer.ticket_.request == 0 || s.offers.count(offer.ticket_.request) != 0);
-  s.offers[offer.ticket_.request] = copy;
+  s.offers[offer.ticket_.request] = fd;
   offer.live_ = true;
   return offer;
 }
@@ -232,15 +226,8 @@ void FdOffer::withdraw() noexcept {
   live_ = false;
   Server* s = current.load(std::memory_order_acquire);
   if (s == nullptr || s->pid != getpid()) return;  // an offer of the parent, seen in a child
-  int fd = -1;
-  {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    auto it = s->offers.find(ticket_.request);
-    if (it == s->offers.end()) return;  // taken already
-    fd = it->second;
-    s->offers.erase(it);
-  }
-  close(fd);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  s->offers.erase(ticket_.request);  // nothing if taken already
 }
 
 FdOffer::FdOffer(FdOffer&& other) noexcept

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -115,15 +116,7 @@ ShmSegment ShmSegment::attach(const SegmentHandle& handle, size_t bytes, int pee
   LOOM_ENFORCE(handle.bytes == bytes, RemoteError, "rank ", peer, " announced a shared ring of ",
                handle.bytes, " bytes where ", bytes, " were expected");
   s.fd_ = importFd(handle, peer);  // the destructor closes it from here on
-  // A description of our own, so that our lock byte is ours (shm_segment.h).
-  if (const int own = reopen(s.fd_); own >= 0) {
-    close(s.fd_);
-    s.fd_ = own;
-    s.holdMark();
-  } else {
-    LOOM_INFO(kLogShm, "cannot reopen the shared ring of rank ", peer, " through /proc (",
-              std::strerror(errno), "): a peer that dies will only be noticed by the timeout");
-  }
+  // Checked before anything else touches it: a wrong number may name any file of the owner.
   const std::optional<MemfdInfo> info = sealedMemfd(s.fd_);
   uint64_t check = 0;
   const bool right = info && info->size == bytes + kCheckBytes &&
@@ -132,6 +125,18 @@ ShmSegment ShmSegment::attach(const SegmentHandle& handle, size_t bytes, int pee
                      check == handle.ticket.check;
   LOOM_ENFORCE(right, RemoteError, "the fd that came for the shared ring of rank ", peer,
                " is not the ring it announced (another process's file?)");
+  // A description of our own, so that our lock byte is ours (shm_segment.h).
+  const int own = reopen(s.fd_);
+  struct stat sb = {};
+  if (own >= 0 && fstat(own, &sb) == 0 && sb.st_ino == info->inode && sb.st_dev == info->device) {
+    close(s.fd_);
+    s.fd_ = own;
+    s.holdMark();
+  } else {
+    LOOM_INFO(kLogShm, "cannot reopen the shared ring of rank ", peer, " through /proc (",
+              std::strerror(errno), "): a peer that dies will only be noticed by the timeout");
+    if (own >= 0) close(own);
+  }
   s.data_ = mapShared(s.fd_, bytes);
   s.size_ = bytes;
   s.peerMarked_ = handle.ownerMarked != 0;
