@@ -7,8 +7,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,6 +103,32 @@ TEST(ShmSegment, OutOfMemoryNamesTheRemedy) {
   EXPECT_PRED2(contains, error, "LOOM_BUFFSIZE");
   EXPECT_PRED2(contains, error, "LOOM_SHM_DISABLE=1");
   EXPECT_EQ(ringMemfdsOf(getpid()), 0);
+}
+
+// A container's 64 MB /dev/shm (here: a 64 KiB one, in a mount namespace of a child process)
+// limits no ring: rings are not in /dev/shm. Needs CAP_SYS_ADMIN for the namespace, else skips.
+TEST(ShmSegment, DevShmSizeDoesNotLimitRings) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
+      _exit(2);
+    try {
+      shm::ShmSegment created = shm::ShmSegment::create(size_t{16} << 20);
+      shm::ShmSegment attached = shm::ShmSegment::attach(created.handle(), size_t{16} << 20, 1);
+      static_cast<char*>(created.data())[(size_t{16} << 20) - 1] = 5;
+      _exit(static_cast<char*>(attached.data())[(size_t{16} << 20) - 1] == 5 ? 0 : 3);
+    } catch (const std::exception&) {
+      _exit(4);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "no mount namespace here (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a 16 MiB ring failed beside a 64 KiB /dev/shm";
 }
 
 // The fd server hands an offered fd out once, to the one request word that names it.
