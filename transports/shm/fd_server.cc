@@ -20,7 +20,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -172,8 +174,11 @@ Server& server() {
   s = current.load(std::memory_order_relaxed);
   if (s != nullptr && s->pid == pid) return *s;
   // A forked child's copy of the listener would keep our parent's name bound after it dies.
-  if (s != nullptr && s->listener >= 0) close(s->listener);
-  auto* fresh = new Server;  // never destroyed: the thread serves until the process ends
+  if (s != nullptr && s->listener >= 0) {
+    close(s->listener);
+    s->listener = -1;  // our copy of the parent's server: never closed twice
+  }
+  auto fresh = std::make_unique<Server>();
   fresh->pid = pid;
   fresh->name = strCat(serverPrefix(pid), randomWord());
   fresh->listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -186,10 +191,17 @@ Server& server() {
     close(fresh->listener);
     throwSystemError(strCat("binding the shm fd server to abstract socket @", fresh->name), err);
   }
-  std::thread(serve, fresh).detach();
-  LOOM_INFO(kLogShm, "fd server listens on abstract socket @", fresh->name);
-  current.store(fresh, std::memory_order_release);
-  return *fresh;
+  try {
+    std::thread(serve, fresh.get()).detach();
+  } catch (const std::system_error& e) {
+    close(fresh->listener);
+    throw SystemError(strCat("starting the shm fd server's thread: ", e.what()));
+  }
+  // Never destroyed from here on: the thread serves until the process ends.
+  Server* started = fresh.release();
+  LOOM_INFO(kLogShm, "fd server listens on abstract socket @", started->name);
+  current.store(started, std::memory_order_release);
+  return *started;
 }
 
 // Waits until `sock` is readable, or the owner (its pidfd, -1: unknown) exits, or `deadline`.
