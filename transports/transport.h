@@ -18,8 +18,7 @@
 // rank waits on a peer that is itself waiting (connectAll in registry.h):
 //   1. every receiver creates its side and sends a ConnectBlob to the sender;
 //   2. every sender receives the blob, attaches, and sends an acknowledgement blob back;
-//   3. every receiver receives the acknowledgement and finishes (shm unlinks its segment here,
-//      so a crash from then on leaves nothing in /dev/shm).
+//   3. every receiver receives the acknowledgement and finishes.
 #pragma once
 
 #include <cstddef>

@@ -1,9 +1,10 @@
 # Transports: included from the top-level CMakeLists.txt once loom_sources is defined.
-# shm_open/shm_unlink are in libc since glibc 2.34 (Debian 12 has 2.36), so no -lrt is needed.
 list(APPEND loom_sources
   transports/registry.cc
   transports/slot_ring.cc
   transports/shm/direct_read.cc
+  transports/shm/fd_passing.cc
+  transports/shm/fd_server.cc
   transports/shm/ll_connection.cc
   transports/shm/registered_read.cc
   transports/shm/shm_segment.cc

@@ -1,6 +1,5 @@
 #include "src/mem/region_registry.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <mutex>
 
 #include "src/base/error.h"
+#include "src/mem/memfd.h"
 
 namespace loom {
 namespace {
@@ -40,15 +40,8 @@ MemRegion allocRegion(size_t size) {
   const size_t page = pageBytes();
   LOOM_ENFORCE(size <= SIZE_MAX - page, InvalidArgument, "size ", size, " is too large to map");
   const size_t mapped = (size + page - 1) / page * page;
-  const int fd = memfd_create("loom-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) throwSystemError("memfd_create for loomMemAlloc", errno);
   // Sealed at its size: a peer mapping it can rely on every page staying there (no SIGBUS).
-  if (ftruncate(fd, static_cast<off_t>(mapped)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    const int err = errno;
-    close(fd);
-    throwSystemError(strCat("sizing a loomMemAlloc region of ", mapped, " bytes"), err);
-  }
+  const int fd = createSealedMemfd("loom-mem", mapped, "a loomMemAlloc region");
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     const int err = errno;

@@ -268,18 +268,19 @@ TEST(LLSetup, SimpleAndLLNeedDistinctChannels) {
   EXPECT_PRED2(contains, errors[0], "duplicate connection request");
 }
 
-// As for Simple, no LL segment outlives setup in /dev/shm.
-TEST(LLSetup, NoSegmentRemainsAfterSetup) {
+// As for Simple, LL rings are memfds: no name exists in /dev/shm.
+TEST(LLSetup, NoNameExistsInDevShm) {
   ScopedEnv transport("LOOM_TRANSPORT", "shm");
   ScopedEnv timeout("LOOM_TIMEOUT", "60");
   const long pid = getpid();
   std::vector<std::string> errors = onRanks(3, [&](Comm& comm, int) {
     Connections conns = connectAll(comm, ringRequests(comm, 2, Protocol::kLL), 3);
-    comm.bootstrap().barrier();  // every rank is past setup: all names are gone
-    if (!shmSegmentsOf(pid).empty()) throw std::runtime_error("a segment is left in /dev/shm");
+    comm.bootstrap().barrier();  // every rank is past setup
+    if (!devShmNamesOf(pid).empty()) throw std::runtime_error("a name exists in /dev/shm");
+    if (ringMemfdsOf(pid) == 0) throw std::runtime_error("no ring memfd while connected");
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-  EXPECT_EQ(shmSegmentsOf(pid), std::vector<std::string>{});
+  EXPECT_EQ(devShmNamesOf(pid), std::vector<std::string>{});
 }
 
 }  // namespace

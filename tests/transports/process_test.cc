@@ -76,7 +76,7 @@ std::vector<Finished> runRanks(const std::string& scenario, int nranks,
   std::vector<Finished> done(nranks);
   for (int r = 0; r < nranks; ++r) {
     done[r].code = loom::test::waitRank(procs[r], kWaitMs, &done[r].output);
-    EXPECT_TRUE(shmSegmentsOf(procs[r].pid).empty()) << "rank " << r << " leaked";
+    EXPECT_TRUE(devShmNamesOf(procs[r].pid).empty()) << "rank " << r << " leaked";
   }
   return done;
 }
@@ -151,13 +151,13 @@ TEST_P(TransportProcess, PeerKilledAfterSetup) {
   ASSERT_NO_THROW(conns = connectAll(comm, ringRequests(comm, 1), 1));
   std::string output;
   ASSERT_TRUE(loom::test::waitForLine(peer, "connected", kWaitMs, &output)) << output;
-  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
-  EXPECT_TRUE(shmSegmentsOf(peer.pid).empty());
+  EXPECT_TRUE(devShmNamesOf(getpid()).empty());
+  EXPECT_TRUE(devShmNamesOf(peer.pid).empty());
 
   ASSERT_EQ(kill(peer.pid, SIGKILL), 0);
   EXPECT_EQ(loom::test::waitRank(peer, kWaitMs), std::optional<int>(128 + SIGKILL));
-  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
-  EXPECT_TRUE(shmSegmentsOf(peer.pid).empty());
+  EXPECT_TRUE(devShmNamesOf(getpid()).empty());
+  EXPECT_TRUE(devShmNamesOf(peer.pid).empty());
 
   SendConnection& send = *conns.sends[0];
   RecvConnection& recv = *conns.recvs[0];
@@ -198,6 +198,31 @@ TEST_P(TransportProcess, PeerKilledAfterSetup) {
   }
   conns = Connections{};
   EXPECT_EQ(loomCommDestroy(handle), loomSuccess) << loomGetLastError(nullptr);
+}
+
+// Where ptrace rules forbid pidfd_getfd (here: a test switch in the ranks), the rings come
+// from the creator's fd server by SCM_RIGHTS; Simple and LL stream as before.
+TEST(TransportProcessShm, RingsComeBySCMRightsWhereThePidfdIsRefused) {
+  TempDir logs;
+  ASSERT_FALSE(logs.path().empty());
+  std::vector<std::string> env{"LOOM_TRANSPORT=shm",
+                               "LOOM_BUFFSIZE=65536",
+                               "LOOM_TIMEOUT=60",
+                               "TRANSPORT_TEST_REFUSE_PIDFD=1",
+                               "LOOM_DEBUG=INFO",
+                               "LOOM_DEBUG_SUBSYS=SHM",
+                               "LOOM_DEBUG_FILE=" + logs.path() + "/rank.%p"};
+  std::vector<Finished> done = runRanks("mixed", 2, {env, env});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(done[r].code, std::optional<int>(0)) << "rank " << r << ": " << done[r].output;
+    EXPECT_NE(done[r].output.find("ok"), std::string::npos) << done[r].output;
+  }
+  const std::string log = logs.readAll();
+  for (const char* peer : {"rank 0 (pid", "rank 1 (pid"}) {
+    EXPECT_NE(log.find(peer), std::string::npos) << log;
+  }
+  EXPECT_NE(log.find("shared rings come from its fd server by SCM_RIGHTS"), std::string::npos)
+      << log;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportProcess, ::testing::Values("shm", "socket"),

@@ -83,13 +83,13 @@ INSTANTIATE_TEST_SUITE_P(Transports, TransportRing,
                                            RingCase{"socket", "0", "2", "100", 2, 1000, "socket"}),
                          caseName);
 
-// After connectAll returns, the receivers have unlinked their segments: nothing of ours is
-// left in /dev/shm even while the connections are in use.
-TEST(TransportShm, NoSegmentRemainsAfterSetup) {
+// Rings are memfds: no name of ours exists in /dev/shm at any moment, each connection holds
+// one fd on each side while it lives, and none is left once the connections are gone.
+TEST(TransportShm, RingsAreMemfdsAndNoNameExists) {
   ScopedEnv transport("LOOM_TRANSPORT", "shm");
   ScopedEnv timeout("LOOM_TIMEOUT", "60");
   const long pid = getpid();
-  ASSERT_EQ(shmSegmentsOf(pid), std::vector<std::string>{});
+  ASSERT_EQ(devShmNamesOf(pid), std::vector<std::string>{});
   const int n = 3;
   std::vector<loomComm_t> comms = loom::test::initThreads(n, loom::test::makeId());
   std::vector<Connections> conns(n);
@@ -103,9 +103,11 @@ TEST(TransportShm, NoSegmentRemainsAfterSetup) {
     }
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-  EXPECT_EQ(shmSegmentsOf(pid), std::vector<std::string>{});
+  EXPECT_EQ(devShmNamesOf(pid), std::vector<std::string>{});
+  EXPECT_EQ(ringMemfdsOf(pid), 2 * n * 2);  // n ranks x 2 channels, two ends each
   conns.clear();
-  EXPECT_EQ(shmSegmentsOf(pid), std::vector<std::string>{});
+  EXPECT_EQ(devShmNamesOf(pid), std::vector<std::string>{});
+  EXPECT_EQ(ringMemfdsOf(pid), 0);
   loom::test::finalizeAndDestroy(comms);
 }
 

@@ -1,11 +1,10 @@
-// Transport selection, connectAll's checks and error forwarding, the shared-memory segment's
-// life cycle and its /dev/shm-too-small error, and dead peers between threads.
+// Transport selection, connectAll's checks and error forwarding, and the out-of-memory error of
+// a shared ring. The shared ring itself (memfd, fd passing, lock bytes): shm_segment_test.cc.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -136,25 +135,21 @@ TEST_F(TwoRanks, BadRequestsAreInvalidArguments) {
   expectInvalid({{1, 0, true}}, kMaxBatchTag + 1, "batch tag");
 }
 
-// The receiver fails in phase 1 (here: /dev/shm "too small"); it tells the sender, which fails
+// The receiver fails in phase 1 (here: no memory for the ring); it tells the sender, which fails
 // at once with the receiver's reason instead of waiting for its deadline.
-TEST_F(TwoRanks, ShmTooSmallIsReportedOnBothSides) {
-  struct statvfs fs {};
-  ASSERT_EQ(statvfs("/dev/shm", &fs), 0);
-  if (fs.f_blocks == 0) GTEST_SKIP() << "/dev/shm has no size limit to exceed";
+TEST_F(TwoRanks, ShmOutOfMemoryIsReportedOnBothSides) {
   ScopedEnv transport("LOOM_TRANSPORT", "shm");
-  // More than the whole of /dev/shm: posix_fallocate fails with ENOSPC before it allocates.
-  shm::testing::setFallocateBytesOverride(uint64_t{fs.f_blocks} * fs.f_frsize + (1ull << 30));
+  shm::testing::setReserveError(ENOMEM);
   std::vector<std::string> errors = connectOneWay();
-  shm::testing::setFallocateBytesOverride(0);
+  shm::testing::setReserveError(0);
   for (const std::string& error : errors) {
-    EXPECT_PRED2(contains, error, "/dev/shm");
-    EXPECT_PRED2(contains, error, "mount -o remount,size=");
-    EXPECT_PRED2(contains, error, "--shm-size");
+    EXPECT_PRED2(contains, error, "cannot reserve");
+    EXPECT_PRED2(contains, error, "memory cgroup");
+    EXPECT_PRED2(contains, error, "LOOM_BUFFSIZE");
     EXPECT_PRED2(contains, error, "LOOM_SHM_DISABLE=1");
   }
   EXPECT_PRED2(contains, errors[0], "rank 1 failed to set up its side of rank 0 -> rank 1");
-  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
+  EXPECT_EQ(ringMemfdsOf(getpid()), 0);
 }
 
 TEST_F(TwoRanks, BadSocketSettingsAreInvalidArguments) {
@@ -263,59 +258,6 @@ TEST_F(TwoRanks, ShmDataOutlivesTheSender) {
   }
   size_t bytes = 0;
   EXPECT_EQ(recv.tryReceive(&bytes), nullptr);
-}
-
-// ---- The shared-memory segment ------------------------------------------------------------
-
-TEST(ShmSegment, PrivateNameRemovedByEitherSide) {
-  shm::ShmSegment created = shm::ShmSegment::create(3 * 4096);
-  ASSERT_EQ(shmSegmentsOf(getpid()).size(), 1u);
-  struct stat st {};
-  ASSERT_EQ(stat(("/dev/shm" + created.name()).c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  shm::ShmSegment attached = shm::ShmSegment::attach(created.name(), 3 * 4096);
-  static_cast<char*>(created.data())[5000] = 42;
-  EXPECT_EQ(static_cast<char*>(attached.data())[5000], 42);  // one memory, two mappings
-  attached.unlink();
-  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
-  created.unlink();  // already gone: fine
-  shm::ShmSegment other = shm::ShmSegment::create(4096);
-  EXPECT_NE(other.name(), created.name());
-}
-
-TEST(ShmSegment, DestructorRemovesTheName) {
-  { shm::ShmSegment s = shm::ShmSegment::create(4096); }
-  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
-}
-
-TEST(ShmSegment, AttachToMissingSegmentSaysWhatToCheck) {
-  try {
-    shm::ShmSegment::attach("/loom-0-doesnotexist", 4096);
-    ADD_FAILURE() << "attached to a missing segment";
-  } catch (const SystemError& e) {
-    EXPECT_PRED2(contains, e.what(), "LOOM_SHM_DISABLE=1");
-  }
-}
-
-TEST(ShmSegment, TooSmallDevShmNamesTheRemedy) {
-  struct statvfs fs {};
-  ASSERT_EQ(statvfs("/dev/shm", &fs), 0);
-  if (fs.f_blocks == 0) GTEST_SKIP() << "/dev/shm has no size limit to exceed";
-  const uint64_t tooMuch = uint64_t{fs.f_blocks} * fs.f_frsize + (1ull << 30);
-  shm::testing::setFallocateBytesOverride(tooMuch);
-  std::string error;
-  try {
-    shm::ShmSegment::create(4096);
-  } catch (const SystemError& e) {
-    error = e.what();
-  }
-  shm::testing::setFallocateBytesOverride(0);
-  EXPECT_PRED2(contains, error, strCat("cannot reserve ", tooMuch, " bytes"));
-  EXPECT_PRED2(contains, error, "in /dev/shm");
-  EXPECT_PRED2(contains, error, "mount -o remount,size=<bytes> /dev/shm");
-  EXPECT_PRED2(contains, error, "docker run --shm-size");
-  EXPECT_PRED2(contains, error, "LOOM_BUFFSIZE");
-  EXPECT_TRUE(shmSegmentsOf(getpid()).empty());
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 #include "tests/transports/transport_test_util.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include "src/base/strings.h"
-#include "transports/shm/shm_segment.h"
 
 namespace loom::transport::test {
 namespace {
@@ -190,13 +190,30 @@ std::string exchange(Comm& comm, const std::vector<ConnectionRequest>& requests,
   }
 }
 
-std::vector<std::string> shmSegmentsOf(long pid) {
+std::vector<std::string> devShmNamesOf(long pid) {
   std::vector<std::string> found;
-  const std::string prefix = shm::segmentNamePrefix(pid);
+  const std::string prefix = strCat("loom-", pid, "-");
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return found;
   while (dirent* e = readdir(dir)) {
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) found.emplace_back(e->d_name);
+  }
+  closedir(dir);
+  return found;
+}
+
+int ringMemfdsOf(long pid) {
+  const std::string dirName = strCat("/proc/", pid, "/fd");
+  DIR* dir = opendir(dirName.c_str());
+  if (dir == nullptr) return 0;
+  int found = 0;
+  const std::string ring = "/memfd:loom-ring";
+  while (dirent* e = readdir(dir)) {
+    char target[256] = {};
+    const std::string link = dirName + "/" + e->d_name;
+    if (readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::strncmp(target, ring.c_str(), ring.size()) == 0)
+      ++found;
   }
   closedir(dir);
   return found;

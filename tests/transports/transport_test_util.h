@@ -38,7 +38,12 @@ std::vector<ConnectionRequest> ringRequests(const Comm& comm, int channels,
 std::string exchange(Comm& comm, const std::vector<ConnectionRequest>& requests, Connections& conns,
                      uint64_t steps, std::chrono::seconds limit = std::chrono::seconds(60));
 
-// Names in /dev/shm of the segments that process `pid` created (segmentNamePrefix).
-std::vector<std::string> shmSegmentsOf(long pid);
+// Names in /dev/shm of the form "loom-<pid>-*", the name a POSIX segment of process `pid`
+// would have. loom makes none (rings are memfds: transports/shm/shm_segment.h); the tests check
+// that it stays so, whatever happens to the process.
+std::vector<std::string> devShmNamesOf(long pid);
+
+// How many fds of process `pid` are shm rings (memfds named "loom-ring"), from /proc/PID/fd.
+int ringMemfdsOf(long pid);
 
 }  // namespace loom::transport::test

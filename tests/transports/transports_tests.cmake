@@ -12,10 +12,12 @@ target_compile_definitions(loom_transport_test_rank PRIVATE
   LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_transport_test_rank>")
 
 add_executable(loom_transport_tests
+  ${loom_transport_test_dir}/kill_test.cc
   ${loom_transport_test_dir}/ll_test.cc
   ${loom_transport_test_dir}/ring_test.cc
   ${loom_transport_test_dir}/process_test.cc
   ${loom_transport_test_dir}/setup_test.cc
+  ${loom_transport_test_dir}/shm_segment_test.cc
   ${loom_transport_test_dir}/socket_send_test.cc
   ${loom_transport_test_dir}/wait_test.cc
   ${loom_transport_test_dir}/transport_test_util.cc

@@ -25,11 +25,12 @@ struct LLBlob {
   uint32_t slots = kSlots;
   uint64_t slotBytes = kLLSlotBytes;
   uint64_t segmentBytes = kLLSegmentBytes;
-  char name[64] = {};
+  SegmentHandle segment;  // how the sender imports the ring
 };
 
 struct LLAck {
   uint32_t magic = kLLAckMagic;
+  uint8_t marked = 0;  // the sender holds its lock byte of the ring (shm_segment.h)
 };
 
 // The only counter: the sender never publishes a tail, its flags do that.
@@ -237,9 +238,10 @@ class LLPendingRecv final : public PendingRecv {
   LLPendingRecv(ShmSegment segment, int peer) : segment_(std::move(segment)), peer_(peer) {}
 
   std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) override {
-    LOOM_ENFORCE(fromBlob<LLAck>(ack).magic == kLLAckMagic, RemoteError, "rank ", peer_,
+    const auto a = fromBlob<LLAck>(ack);
+    LOOM_ENFORCE(a.magic == kLLAckMagic, RemoteError, "rank ", peer_,
                  " sent a malformed shm LL acknowledgement");
-    segment_.unlink();  // the sender has it mapped: a crash from now on leaves nothing behind
+    segment_.peerAttached(a.marked != 0);  // the sender has the ring: withdraw the fd's offer
     return std::make_unique<LLRecvConnection>(std::move(segment_), peer_);
   }
 
@@ -258,9 +260,7 @@ std::unique_ptr<PendingRecv> setupLLRecv(const SetupContext& ctx, ConnectBlob* b
   uint64_t* words = wordsOf(base);
   for (size_t i = 0; i < kSlots * kWordsPerSlot; ++i) llStore(words + i, 0);
   LLBlob b;
-  LOOM_ENFORCE(segment.name().size() < sizeof(b.name), InternalError, "segment name ",
-               segment.name(), " is too long");
-  std::memcpy(b.name, segment.name().data(), segment.name().size());
+  b.segment = segment.handle();
   toBlob(b, blob);
   return std::make_unique<LLPendingRecv>(std::move(segment), ctx.peer);
 }
@@ -268,15 +268,15 @@ std::unique_ptr<PendingRecv> setupLLRecv(const SetupContext& ctx, ConnectBlob* b
 std::unique_ptr<SendConnection> connectLLSend(const SetupContext& ctx, const ConnectBlob& blob,
                                               ConnectBlob* ack) {
   auto b = fromBlob<LLBlob>(blob);
-  b.name[sizeof(b.name) - 1] = '\0';
   // The layout is fixed, so both sides must have the same constants (the same loom build).
   LOOM_ENFORCE(b.magic == kLLBlobMagic && b.slots == kSlots && b.slotBytes == kLLSlotBytes &&
                    b.segmentBytes == kLLSegmentBytes,
                RemoteError, "rank ", ctx.peer,
                " sent a malformed shm LL connection blob (is it the same loom version?)");
-  ShmSegment segment = ShmSegment::attach(b.name, b.segmentBytes);
-  segment.unlink();  // defensive, as for Simple: the receiver may die before phase 3
-  toBlob(LLAck{}, ack);
+  ShmSegment segment = ShmSegment::attach(b.segment, b.segmentBytes, ctx.peer);
+  LLAck a;
+  a.marked = segment.marked() ? 1 : 0;
+  toBlob(a, ack);
   return std::make_unique<LLSendConnection>(std::move(segment), ctx.peer);
 }
 

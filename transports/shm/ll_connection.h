@@ -9,9 +9,9 @@
 // synchronisation, which also holds on weakly ordered CPUs). The price is half the memory and
 // bandwidth, so LL is for small messages.
 //
-// Layout of the segment (created by the receiver, mapped by the sender, unlinked after the
-// ack, like Simple): a control page whose first cache line holds head (the receiver's
-// released steps, the only counter: flow control is Simple's, at most kSlots steps ahead),
+// Layout of the segment (created by the receiver, imported by the sender, like Simple): a
+// control page whose first cache line holds head (the receiver's released steps, the only
+// counter: flow control is Simple's, at most kSlots steps ahead),
 // then kSlots slots of kLLSlotRawBytes. A slot is one header line (word 0: byte count, word 1:
 // tag) followed by kLLSlotBytes / 4 data words: 64 KiB of LL data words per connection, 4 KiB
 // of payload per step. The size is fixed, not LOOM_BUFFSIZE: LL only pays off for messages

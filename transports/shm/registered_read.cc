@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,21 +16,10 @@
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
+#include "src/mem/memfd.h"
 
 namespace loom::transport::shm {
 namespace {
-
-int pidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-int pidfdGetfd(int pidfd, int fd) {
-  return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-}
 
 struct FdCloser {
   int fd;
@@ -44,28 +32,12 @@ struct FdCloser {
 struct SenderTable {
   std::mutex mutex;
   std::map<uint64_t, std::weak_ptr<PeerRegions>> bySender;
-  std::set<uint64_t> refused;  // logged once, never probed again
+  std::set<uint64_t> refused;  // logged once, never asked again
 };
 
 SenderTable& senderTable() {
   static SenderTable* t = new SenderTable;  // never destroyed: connections may outlive statics
   return *t;
-}
-
-// Opens a pidfd for `sender` and proves through it that we may take its fds and that the pid
-// names the process with its token. Returns why not, or "" with the pidfd in *pidfd.
-std::string probe(const ProcessIdentity& sender, int* pidfd) {
-  if (sender.identityFd < 0) return "it has no identity memfd";
-  FdCloser process{pidfdOpen(sender.pid)};
-  if (process.fd < 0) return strCat("pidfd_open: ", std::strerror(errno));
-  FdCloser identity{pidfdGetfd(process.fd, sender.identityFd)};
-  if (identity.fd < 0) return strCat("pidfd_getfd: ", std::strerror(errno));
-  uint64_t seen = 0;
-  if (pread(identity.fd, &seen, sizeof(seen), 0) != sizeof(seen) || seen != sender.token)
-    return "the pid names another process here (a different pid namespace?)";
-  *pidfd = process.fd;
-  process.fd = -1;
-  return "";
 }
 
 std::atomic<uint64_t> registeredSteps{0};
@@ -75,22 +47,12 @@ std::atomic<uint64_t> registeredSteps{0};
 uint64_t registeredStepsReceived() { return registeredSteps.load(std::memory_order_relaxed); }
 void countRegisteredStep() { registeredSteps.fetch_add(1, std::memory_order_relaxed); }
 
-int createIdentityFd(uint64_t token) {
-  const int fd = memfd_create("loom-identity", MFD_CLOEXEC);
-  if (fd < 0) return -1;
-  if (pwrite(fd, &token, sizeof(token), 0) != sizeof(token)) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 PeerMapping::~PeerMapping() {
   if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
 }
 
 struct PeerRegions::State {
-  int pidfd;
+  std::shared_ptr<PeerProcess> process;
   ProcessIdentity sender;
   int peer;
   std::mutex mutex;
@@ -100,7 +62,7 @@ struct PeerRegions::State {
   // file now. Runs only when a new region is mapped, so steps never pay for it.
   void dropFreed() {
     for (auto it = cache.begin(); it != cache.end();) {
-      FdCloser fd{pidfdGetfd(pidfd, (*it)->fd)};
+      FdCloser fd{process->takeFd((*it)->fd)};
       struct stat sb = {};
       const bool same = fd.fd >= 0 && fstat(fd.fd, &sb) == 0 && sb.st_dev == (*it)->device &&
                         sb.st_ino == (*it)->inode;
@@ -109,25 +71,23 @@ struct PeerRegions::State {
   }
 
   std::shared_ptr<PeerMapping> mapNew(uint64_t id, int32_t fd) {
-    FdCloser local{pidfdGetfd(pidfd, fd)};
+    FdCloser local{process->takeFd(fd)};
     LOOM_ENFORCE(local.fd >= 0, RemoteError, "rank ", peer,
                  " sent data in its loomMemAlloc region ", id, " but its fd ", fd,
                  " cannot be taken: ", std::strerror(errno),
                  "; was the buffer freed with loomMemFree while a collective used it? "
                  "(LOOM_SHM_REGISTERED=0 copies through the shared ring instead)");
-    struct stat sb = {};
-    const int seals = fcntl(local.fd, F_GET_SEALS);
     // Only a sealed memfd is safe to map: nobody can shrink it under our reads (SIGBUS).
-    LOOM_ENFORCE(fstat(local.fd, &sb) == 0 && seals >= 0 && (seals & F_SEAL_SHRINK) != 0,
-                 RemoteError, "rank ", peer, "'s fd ", fd, " for region ", id,
+    const std::optional<MemfdInfo> info = sealedMemfd(local.fd);
+    LOOM_ENFORCE(info.has_value(), RemoteError, "rank ", peer, "'s fd ", fd, " for region ", id,
                  " is not a loomMemAlloc region; was the buffer freed with loomMemFree while a "
                  "collective used it?");
     auto m = std::make_shared<PeerMapping>();
     m->id = id;
     m->fd = fd;
-    m->device = sb.st_dev;
-    m->inode = sb.st_ino;
-    m->size = static_cast<size_t>(sb.st_size);
+    m->device = info->device;
+    m->inode = info->inode;
+    m->size = info->size;
     void* p = mmap(nullptr, m->size, PROT_READ, MAP_SHARED, local.fd, 0);
     if (p == MAP_FAILED)
       throwSystemError(strCat("mapping rank ", peer, "'s loomMemAlloc region of ", m->size,
@@ -140,11 +100,10 @@ struct PeerRegions::State {
   }
 };
 
-PeerRegions::PeerRegions(int pidfd, const ProcessIdentity& sender, int peer)
-    : state_(new State{pidfd, sender, peer, {}, {}}) {}
+PeerRegions::PeerRegions(std::shared_ptr<PeerProcess> sender, int peer)
+    : state_(new State{sender, sender->owner(), peer, {}, {}}) {}
 
 PeerRegions::~PeerRegions() {
-  close(state_->pidfd);
   SenderTable& t = senderTable();
   std::lock_guard<std::mutex> lock(t.mutex);
   auto it = t.bySender.find(state_->sender.token);
@@ -158,9 +117,9 @@ std::shared_ptr<PeerRegions> PeerRegions::open(const ProcessIdentity& sender, in
   if (it != t.bySender.end())
     if (std::shared_ptr<PeerRegions> known = it->second.lock()) return known;
   if (t.refused.count(sender.token) != 0) return nullptr;
-  int pidfd = -1;
-  const std::string why = probe(sender, &pidfd);
-  if (!why.empty()) {
+  std::string why;
+  std::shared_ptr<PeerProcess> process = PeerProcess::open(sender, &why);
+  if (process == nullptr) {
     t.refused.insert(sender.token);
     LOOM_INFO(kLogShm, "rank ", peer, " (pid ", sender.pid,
               ") is another process whose loomMemAlloc buffers this process may not map (", why,
@@ -168,7 +127,7 @@ std::shared_ptr<PeerRegions> PeerRegions::open(const ProcessIdentity& sender, in
               "ptrace permission between the ranks (same user; kernel.yama.ptrace_scope=0)");
     return nullptr;
   }
-  std::shared_ptr<PeerRegions> regions(new PeerRegions(pidfd, sender, peer));
+  std::shared_ptr<PeerRegions> regions(new PeerRegions(std::move(process), peer));
   t.bySender[sender.token] = regions;
   return regions;
 }

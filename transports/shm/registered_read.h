@@ -2,16 +2,17 @@
 // regions (src/mem/region_registry.h) through mappings of our own.
 //
 // How it works. A registered step arrives as (region id, the region's fd number in the sender,
-// offset). The first time a region is seen, the receiver duplicates the sender's fd with
-// pidfd_getfd (Linux >= 5.6; it needs the same ptrace permission as CMA), maps it read-only
+// offset). The first time a region is seen, the receiver takes the sender's fd with
+// pidfd_getfd (PeerProcess, fd_passing.h: Linux >= 5.6, the same ptrace permission as CMA),
+// checks it is a sealed memfd (src/mem/memfd.h), maps it read-only
 // and keeps the mapping in a cache per sender process, shared by every connection from it.
 // Steps then read straight from that mapping: one copy in all, done by the receiver's fused
 // reduceCopy.
 //
-// Who may. At setup (phase 3) the receiver proves it can take the sender's fds: it opens a
-// pidfd for the sender's pid, takes the sender's identity memfd through it and checks that it
-// holds the sender's random token (so the pid named the right process). The pidfd then pins
-// that process: later fds can only come from it. If the probe fails the receiver logs it once
+// Who may. At setup (phase 3) the receiver proves it can take the sender's fds (PeerProcess:
+// a pidfd, proven by the sender's token, that pins that process). If the probe fails (a
+// region's fd is wanted in the middle of a call, so the SCM_RIGHTS way of fd_passing.h, made
+// for setup, is not used here) the receiver logs it once
 // at INFO and tells the sender through the ring's control block; the pair then copies through
 // the ring for good. Until the verdict is in, the sender copies through the ring as well.
 //
@@ -29,6 +30,7 @@
 #include <memory>
 
 #include "transports/shm/direct_read.h"
+#include "transports/shm/fd_passing.h"
 
 namespace loom::transport::shm {
 
@@ -36,9 +38,6 @@ namespace loom::transport::shm {
 // diagnostics see that the single-copy path was really taken.
 uint64_t registeredStepsReceived();
 void countRegisteredStep();
-
-// A one-page memfd holding `token`, for peers' pidfd_getfd probe; -1 where memfd fails.
-int createIdentityFd(uint64_t token);
 
 // A read-only mapping of one peer region; unmapped when the last holder drops it (the cache or
 // a connection that is reading a step from it).
@@ -69,7 +68,7 @@ class PeerRegions {
   static constexpr size_t kMaxMappings = 64;
 
  private:
-  PeerRegions(int pidfd, const ProcessIdentity& sender, int peer);
+  PeerRegions(std::shared_ptr<PeerProcess> sender, int peer);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -2,112 +2,144 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
+#include "src/mem/memfd.h"
 
 namespace loom::transport::shm {
 namespace {
 
-std::atomic<uint64_t> fallocateOverride{0};
+// The check word (fd_passing.h) lies just past the mapped bytes.
+constexpr size_t kCheckBytes = sizeof(uint64_t);
 
-std::string randomName() {
-  uint64_t bits[1] = {};
-  // getrandom: a name nobody can predict, so no one can create it first or open it by guess.
-  if (getrandom(bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits)))
-    throwSystemError("getrandom for a shared-memory segment name", errno);
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(bits[0]));
-  return "/" + segmentNamePrefix(static_cast<long>(getpid())) + hex;
-}
+std::atomic<int> reserveError{0};
 
-[[noreturn]] void throwNoSpace(const std::string& name, size_t bytes, int err) {
-  std::string room;
-  struct statvfs fs {};
-  if (statvfs("/dev/shm", &fs) == 0 && fs.f_blocks > 0) {
-    room = strCat("; /dev/shm has ", static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize,
-                  " bytes free of ", static_cast<unsigned long long>(fs.f_blocks) * fs.f_frsize);
-  }
+[[noreturn]] void throwNoMemory(size_t bytes, int err) {
   throw SystemError(strCat(
-      "cannot reserve ", bytes, " bytes of shared memory in /dev/shm for segment ", name, " (",
-      std::strerror(err), room,
-      "). /dev/shm is too small for the shm transport: enlarge it (as root: mount -o "
-      "remount,size=<bytes> /dev/shm; in Docker: docker run --shm-size=<bytes>; in Kubernetes: "
-      "an emptyDir volume with medium: Memory mounted at /dev/shm), lower LOOM_BUFFSIZE "
-      "(bytes per connection and direction), or set LOOM_SHM_DISABLE=1 to use TCP between "
-      "ranks of one host"));
+      "cannot reserve ", bytes, " bytes of memory for a shared-memory ring (", std::strerror(err),
+      "): the host, or this process's memory cgroup (a container's memory limit, which these "
+      "pages count against), has no room. The size of /dev/shm plays no part. Lower "
+      "LOOM_BUFFSIZE (bytes per connection and direction), give the job more memory, or set "
+      "LOOM_SHM_DISABLE=1 to use TCP between ranks of one host"));
 }
 
-void* mapShared(int fd, size_t bytes, const std::string& name) {
+void* mapShared(int fd, size_t bytes) {
   // MAP_POPULATE faults every page in now, once per connection, never per message.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (p == MAP_FAILED) throwSystemError(strCat("mmap of shared-memory segment ", name), errno);
+  if (p == MAP_FAILED)
+    throwSystemError(strCat("mmap of a shared ring of ", bytes, " bytes"), errno);
   return p;
+}
+
+// A new open file description of the file that `fd` refers to (see the lock bytes in
+// shm_segment.h), or -1 where /proc is not there to reopen it.
+int reopen(int fd) { return open(strCat("/proc/self/fd/", fd).c_str(), O_RDWR | O_CLOEXEC); }
+
+// Logs once per owner process that its rings come through its fd server.
+void noteServerRoute(const SegmentHandle& handle, int peer, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<uint64_t>* noted = new std::set<uint64_t>;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (noted->size() >= 1024 || !noted->insert(handle.owner.token).second) return;
+  LOOM_INFO(kLogShm, "rank ", peer, " (pid ", handle.owner.pid,
+            "): this process may not take its fds with pidfd_getfd (", why,
+            "), so shared rings come from its fd server by SCM_RIGHTS");
+}
+
+// The owner's fd for the segment: the number itself in this process, else by pidfd, else by
+// SCM_RIGHTS. The result may share its open file description with the owner's.
+int importFd(const SegmentHandle& handle, int peer) {
+  const ProcessIdentity me = thisProcess();
+  if (handle.owner.token == me.token && handle.owner.pid == me.pid) {
+    const int fd = fcntl(handle.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) throwSystemError(strCat("duplicating the shared ring of rank ", peer), errno);
+    return fd;
+  }
+  std::string whyNotPidfd;
+  if (std::shared_ptr<PeerProcess> owner = PeerProcess::open(handle.owner, &whyNotPidfd)) {
+    const int fd = owner->takeFd(handle.fd);
+    if (fd >= 0) return fd;
+    whyNotPidfd = strCat("pidfd_getfd: ", std::strerror(errno));
+  } else {
+    noteServerRoute(handle, peer, whyNotPidfd);
+  }
+  std::string whyNotServer;
+  const int fd = fetchOfferedFd(handle.ticket, handle.owner.pid, &whyNotServer);
+  if (fd >= 0) return fd;
+  throw SystemError(strCat("cannot get the shared ring of rank ", peer, " (pid ", handle.owner.pid,
+                           "): ", whyNotPidfd, "; SCM_RIGHTS: ", whyNotServer,
+                           ". Set LOOM_SHM_DISABLE=1 to use TCP between ranks of one host"));
 }
 
 }  // namespace
 
-std::string segmentNamePrefix(long pid) { return strCat("loom-", pid, "-"); }
-
 ShmSegment ShmSegment::create(size_t bytes) {
   ShmSegment s;
-  s.name_ = randomName();
-  int fd = shm_open(s.name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) throwSystemError(strCat("shm_open(", s.name_, ") in /dev/shm"), errno);
-  s.fd_ = fd;  // the destructor closes it from here on
   s.creator_ = true;
-  s.linked_ = true;  // from here on the destructor removes the name if anything fails
-
-  // posix_fallocate, not just ftruncate: ftruncate makes a sparse file that /dev/shm may be
-  // unable to back, and the first touch of a missing page is a SIGBUS. This fails now instead.
-  uint64_t override = fallocateOverride.load(std::memory_order_relaxed);
-  auto reserve = static_cast<off_t>(override != 0 ? override : bytes);
-  int err;
-  do {
-    err = posix_fallocate(fd, 0, reserve);
-  } while (err == EINTR);
-  if (err == ENOSPC || err == EFBIG) throwNoSpace(s.name_, static_cast<size_t>(reserve), err);
-  if (err != 0)
-    throwSystemError(strCat("posix_fallocate of ", reserve, " bytes for ", s.name_), err);
-
-  s.data_ = mapShared(fd, bytes, s.name_);
+  s.fd_ = createSealedMemfd("loom-ring", bytes + kCheckBytes, "a shared-memory ring");
+  // Reserved, not just sized: a page that cannot be had would otherwise be a SIGBUS at its
+  // first touch, here or in the peer. This fails now instead.
+  const int injected = reserveError.load(std::memory_order_relaxed);
+  const int err = injected != 0 ? injected : reserveMemfd(s.fd_, bytes + kCheckBytes);
+  if (err == ENOMEM || err == ENOSPC || err == EFBIG) throwNoMemory(bytes, err);
+  if (err != 0) throwSystemError(strCat("fallocate of a shared ring of ", bytes, " bytes"), err);
+  s.data_ = mapShared(s.fd_, bytes);
   s.size_ = bytes;
   std::memset(s.data_, 0, bytes);  // already zero; the write makes every page ours, now
   s.holdMark();
-  LOOM_TRACE(kLogShm, "created shared-memory segment ", s.name_, " of ", bytes, " bytes");
+  s.offer_ = FdOffer::make(s.fd_);
+  s.handle_.owner = thisProcess();
+  s.handle_.fd = s.fd_;
+  s.handle_.ownerMarked = s.marked_ ? 1 : 0;
+  s.handle_.bytes = bytes;
+  s.handle_.ticket = s.offer_.ticket();
+  const uint64_t check = s.handle_.ticket.check;
+  if (pwrite(s.fd_, &check, sizeof(check), static_cast<off_t>(bytes)) != sizeof(check))
+    throwSystemError("writing a shared ring's check word", errno);
+  LOOM_TRACE(kLogShm, "created a shared ring of ", bytes, " bytes (memfd ", s.fd_, ")");
   return s;
 }
 
-ShmSegment ShmSegment::attach(const std::string& name, size_t bytes) {
+ShmSegment ShmSegment::attach(const SegmentHandle& handle, size_t bytes, int peer) {
   ShmSegment s;
-  s.name_ = name;
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  s.linked_ = fd >= 0;  // either side may remove the name; the first to do so wins
-  if (fd < 0) {
-    throwSystemError(strCat("shm_open(", name,
-                            ") of a peer's segment in /dev/shm (do both ranks "
-                            "see the same /dev/shm? Containers need a shared IPC namespace, "
-                            "e.g. docker run --ipc=host; else set LOOM_SHM_DISABLE=1)"),
-                     errno);
+  LOOM_ENFORCE(handle.bytes == bytes, RemoteError, "rank ", peer, " announced a shared ring of ",
+               handle.bytes, " bytes where ", bytes, " were expected");
+  s.fd_ = importFd(handle, peer);  // the destructor closes it from here on
+  // Checked before anything else touches it: a wrong number may name any file of the owner.
+  const std::optional<MemfdInfo> info = sealedMemfd(s.fd_);
+  uint64_t check = 0;
+  const bool right = info && info->size == bytes + kCheckBytes &&
+                     pread(s.fd_, &check, sizeof(check), static_cast<off_t>(bytes)) ==
+                         static_cast<ssize_t>(sizeof(check)) &&
+                     check == handle.ticket.check;
+  LOOM_ENFORCE(right, RemoteError, "the fd that came for the shared ring of rank ", peer,
+               " is not the ring it announced (another process's file?)");
+  // A description of our own, so that our lock byte is ours (shm_segment.h).
+  const int own = reopen(s.fd_);
+  struct stat sb = {};
+  if (own >= 0 && fstat(own, &sb) == 0 && sb.st_ino == info->inode && sb.st_dev == info->device) {
+    close(s.fd_);
+    s.fd_ = own;
+    s.holdMark();
+  } else {
+    LOOM_INFO(kLogShm, "cannot reopen the shared ring of rank ", peer, " through /proc (",
+              std::strerror(errno), "): a peer that dies will only be noticed by the timeout");
+    if (own >= 0) close(own);
   }
-  s.fd_ = fd;
-  struct stat st {};
-  if (fstat(fd, &st) != 0) throwSystemError(strCat("fstat of ", name), errno);
-  LOOM_ENFORCE(static_cast<size_t>(st.st_size) >= bytes, SystemError, "shared-memory segment ",
-               name, " holds ", st.st_size, " bytes where ", bytes, " were expected");
-  s.data_ = mapShared(fd, bytes, name);
+  s.data_ = mapShared(s.fd_, bytes);
   s.size_ = bytes;
-  s.holdMark();
+  s.peerMarked_ = handle.ownerMarked != 0;
   return s;
 }
 
@@ -126,12 +158,17 @@ void ShmSegment::holdMark() {
   struct flock lock = markRange(creator_, F_RDLCK);
   marked_ = fcntl(fd_, F_OFD_SETLK, &lock) == 0;
   if (!marked_)
-    LOOM_INFO(kLogShm, "F_OFD_SETLK on ", name_, ": ", std::strerror(errno),
+    LOOM_INFO(kLogShm, "F_OFD_SETLK on a shared ring: ", std::strerror(errno),
               " (a peer that dies will only be noticed by the timeout)");
 }
 
+void ShmSegment::peerAttached(bool peerMarked) {
+  offer_.withdraw();
+  peerMarked_ = peerMarked;
+}
+
 bool ShmSegment::peerHoldsIt() const {
-  if (!marked_) return true;
+  if (!marked_ || !peerMarked_) return true;
   struct flock lock = markRange(!creator_, F_WRLCK);  // would a write lock on its mark conflict?
   if (fcntl(fd_, F_OFD_GETLK, &lock) != 0) return true;
   return lock.l_type != F_UNLCK;
@@ -143,24 +180,15 @@ void checkPeerHolds(const ShmSegment& segment, int peer) {
                "this rank (did it exit or crash?)");
 }
 
-void ShmSegment::unlink() {
-  if (!linked_) return;
-  linked_ = false;
-  if (shm_unlink(name_.c_str()) != 0 && errno != ENOENT)
-    LOOM_WARN(kLogShm, "shm_unlink(", name_, "): ", std::strerror(errno));
-}
-
 void ShmSegment::release() noexcept {
-  if (linked_) {
-    linked_ = false;
-    shm_unlink(name_.c_str());
-  }
+  offer_.withdraw();
   if (data_ != nullptr) munmap(data_, size_);
   if (fd_ >= 0) ::close(fd_);  // drops our mark
   data_ = nullptr;
   size_ = 0;
   fd_ = -1;
   marked_ = false;
+  peerMarked_ = false;
 }
 
 ShmSegment::~ShmSegment() { release(); }
@@ -168,30 +196,30 @@ ShmSegment::~ShmSegment() { release(); }
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      name_(std::move(other.name_)),
       fd_(std::exchange(other.fd_, -1)),
       creator_(other.creator_),
       marked_(std::exchange(other.marked_, false)),
-      linked_(std::exchange(other.linked_, false)) {}
+      peerMarked_(std::exchange(other.peerMarked_, false)),
+      handle_(other.handle_),
+      offer_(std::move(other.offer_)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   if (this != &other) {
     release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    name_ = std::move(other.name_);
     fd_ = std::exchange(other.fd_, -1);
     creator_ = other.creator_;
     marked_ = std::exchange(other.marked_, false);
-    linked_ = std::exchange(other.linked_, false);
+    peerMarked_ = std::exchange(other.peerMarked_, false);
+    handle_ = other.handle_;
+    offer_ = std::move(other.offer_);
   }
   return *this;
 }
 
 namespace testing {
-void setFallocateBytesOverride(uint64_t bytes) {
-  fallocateOverride.store(bytes, std::memory_order_relaxed);
-}
+void setReserveError(int err) { reserveError.store(err, std::memory_order_relaxed); }
 }  // namespace testing
 
 }  // namespace loom::transport::shm

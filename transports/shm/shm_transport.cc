@@ -30,7 +30,7 @@ struct ShmBlob {
   uint32_t slots = kSlots;
   uint64_t slotBytes = 0;
   uint64_t segmentBytes = 0;
-  char name[64] = {};
+  shm::SegmentHandle segment;  // how the sender imports the ring
   shm::ProcessIdentity receiver = {};
 };
 
@@ -38,6 +38,7 @@ struct ShmBlob {
 struct ShmAck {
   uint32_t magic = kAckMagic;
   uint8_t directMode = 0;  // shm::DirectMode
+  uint8_t marked = 0;      // the sender holds its lock byte of the ring (shm_segment.h)
   shm::ProcessIdentity sender = {};
 };
 
@@ -272,8 +273,8 @@ class ShmPendingRecv final : public PendingRecv {
     const auto a = fromBlob<ShmAck>(ack);
     LOOM_ENFORCE(a.magic == kAckMagic && shm::validDirectMode(a.directMode), RemoteError, "rank ",
                  peer_, " sent a malformed shm acknowledgement");
-    // The sender has it mapped: remove the name so a crash from now on leaves nothing behind.
-    segment_.unlink();
+    // The sender has the ring: withdraw its fd's offer; watch the sender's lock byte.
+    segment_.peerAttached(a.marked != 0);
     const auto mode = static_cast<shm::DirectMode>(a.directMode);
     std::shared_ptr<shm::PeerRegions> regions;
     if (shm::hasMode(mode, shm::DirectMode::kRegistered)) {
@@ -339,9 +340,7 @@ std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, Co
   b.slotBytes = slotBytes;
   b.segmentBytes = segment.size();
   b.receiver = shm::thisProcess();
-  LOOM_ENFORCE(segment.name().size() < sizeof(b.name), InternalError, "segment name ",
-               segment.name(), " is too long");
-  std::memcpy(b.name, segment.name().data(), segment.name().size());
+  b.segment = segment.handle();
   toBlob(b, blob);
   return std::make_unique<ShmPendingRecv>(std::move(segment), slotBytes, ctx.peer);
 }
@@ -351,16 +350,14 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
                                                           ConnectBlob* ack) {
   if (ctx.protocol == Protocol::kLL) return shm::connectLLSend(ctx, blob, ack);
   auto b = fromBlob<ShmBlob>(blob);
-  b.name[sizeof(b.name) - 1] = '\0';
   LOOM_ENFORCE(b.magic == kBlobMagic && b.slots == kSlots && b.slotBytes > 0 &&
                    b.slotBytes % kPageBytes == 0 && b.segmentBytes == segmentBytesFor(b.slotBytes),
                RemoteError, "rank ", ctx.peer,
                " sent a malformed shm connection blob (is it the same loom version?)");
   // The receiver chose the slot size (its LOOM_BUFFSIZE); we adopt it.
-  shm::ShmSegment segment = shm::ShmSegment::attach(b.name, b.segmentBytes);
-  // Defensive: if the receiver died before phase 3, its segment must not outlive us both.
-  segment.unlink();
+  shm::ShmSegment segment = shm::ShmSegment::attach(b.segment, b.segmentBytes, ctx.peer);
   ShmAck a;
+  a.marked = segment.marked() ? 1 : 0;
   const shm::DirectMode direct = shm::chooseDirectMode(b.receiver);
   a.directMode = static_cast<uint8_t>(direct);
   a.sender = shm::thisProcess();

@@ -1,16 +1,17 @@
 // The shared-memory transport: ranks on one host share the slot ring itself.
 //
-// The receiver creates the ring in a POSIX shared-memory segment (shm_segment.h) and sends its
-// name in the ConnectBlob; the sender maps it and acknowledges; the receiver then unlinks the
-// name. Both sides then work on the same memory: the sender writes a slot's data and byte
-// count, then publishes tail with a release store; the receiver loads tail with acquire, reads
-// the slot, then publishes head with a release store, which the sender loads with acquire
-// before it reuses the slot. Nothing else is shared and nothing is copied: progress() has no
-// work to do. Works the same between threads of one process and between processes.
+// The receiver creates the ring in a memfd (shm_segment.h) and describes it in the ConnectBlob;
+// the sender imports the fd (fd_passing.h), maps it and acknowledges; the receiver then
+// withdraws the fd's offer. No name exists at any moment. Both sides then work on the same
+// memory: the sender writes a slot's data and byte count, then publishes tail with a release
+// store; the receiver loads tail with acquire, reads the slot, then publishes head with a
+// release store, which the sender loads with acquire before it reuses the slot. Nothing else is
+// shared and nothing is copied: progress() has no work to do. Works the same between threads of one
+// process and between processes.
 //
 // A dead peer cannot be detected from the ring: a sender that died simply stops posting, a
 // receiver that died stops releasing. During a long wait the executor asks the connection's
-// checkPeer(), which sees that the peer no longer holds its lock mark on the segment
+// checkPeer(), which sees that the peer no longer holds its lock byte on the segment
 // (shm_segment.h); its deadline and abort checks cover the rest (docs/architecture.md,
 // "Errors, timeouts and dead peers").
 #pragma once
