@@ -60,7 +60,10 @@ CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent
 }
 
 Comm::Comm(CommOptions options, int rank, int nranks)
-    : options_(std::move(options)), rank_(rank), nranks_(nranks) {}
+    : options_(std::move(options)),
+      rank_(rank),
+      nranks_(nranks),
+      recorder_(options_.name, rank, nranks) {}
 
 Comm::~Comm() {
   abort_ = true;
@@ -394,6 +397,7 @@ void Comm::abort() {
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
   drainStreams();      // their operations see the abort flag and fail fast
   releaseResources();  // waits for other threads' calls to leave
+  recorder_.dumpOnce("loomCommAbort");
 }
 
 void Comm::destroy() {
@@ -409,6 +413,12 @@ void Comm::destroy() {
 void Comm::markFailed(loomResult_t code) {
   loomResult_t expected = loomSuccess;
   state_.compare_exchange_strong(expected, code);
+  if (code == loomRemoteError || code == loomTimeout) {
+    std::unique_lock<std::mutex> lock(lastErrorMutex_);
+    std::string reason = strCat(resultName(code), ": ", lastError_);
+    lock.unlock();
+    recorder_.dumpOnce(reason);
+  }
 }
 
 void Comm::setLastError(const std::string& message) {

@@ -190,7 +190,7 @@ bool runExchangeNow(CollOp& op) {
     std::unique_lock<std::mutex> connections = c.lockConnections();
     if (!makePlan(op, plan)) return false;
   }
-  const uint64_t number = c.nextOpNumber();
+  const uint64_t number = op.seq;
   ++tlsFastCalls;
   TaskLabel labels[kMaxExchangeNowLanes];
   for (int l = 0; l < plan.nlanes; ++l)
