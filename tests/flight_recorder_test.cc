@@ -105,9 +105,12 @@ TEST(FlightRecord, AbortDumpsEachRanksLastCalls) {
   std::remove(path.c_str());
   const std::map<int, std::string> dumps = dumpsByRank(log);
   ASSERT_EQ(dumps.size(), size_t{kRanks}) << log;
+  const std::string id = field(dumps.at(0), "comm_id");
+  EXPECT_NE(id, "\"0000000000000000\"") << "set at init";
   for (const auto& [rank, json] : dumps) {
     SCOPED_TRACE(json);
     EXPECT_EQ(field(json, "comm"), "\"loom\"");
+    EXPECT_EQ(field(json, "comm_id"), id) << "every rank computes the same id";
     EXPECT_EQ(field(json, "nranks"), "3");
     EXPECT_EQ(field(json, "pid"), std::to_string(getpid()));
     EXPECT_EQ(field(json, "reason"), "\"loomCommAbort\"");
@@ -134,7 +137,9 @@ TEST(FlightRecord, AbortDumpsEachRanksLastCalls) {
     EXPECT_EQ(field(e[3], "root"), "null");
   }
   // The text form comes with each dump.
-  EXPECT_TRUE(contains(log, "loom flight record of comm 'loom' rank 1/3")) << log;
+  EXPECT_TRUE(
+      contains(log, "loom flight record of comm 'loom' (id " + id.substr(1, 16) + ") rank 1/3"))
+      << log;
 }
 
 TEST(FlightRecord, TimeoutDumpsTheCallInFlightOnce) {

@@ -167,6 +167,7 @@ TEST(FlightRecorder, JsonHasEveryFieldAndEscapesText) {
   FlightRecorder::Config c = configOf(4);
   c.comm = "a \"quoted\" name";
   FlightRecorder r(c);
+  r.setCommId(255);
   r.issue(1, allReduce(16), true);
   r.finish(1, loomSuccess);
   CallShape recv;
@@ -179,8 +180,8 @@ TEST(FlightRecorder, JsonHasEveryFieldAndEscapesText) {
   const std::string json = r.json("why\nnot");
   EXPECT_EQ(json.back(), '\n');
   EXPECT_EQ(json.find('\n'), json.size() - 1) << "one line";
-  EXPECT_EQ(json.rfind("{\"loom_flight_record\":1,\"comm\":\"a \\\"quoted\\\" name\",\"rank\":2,"
-                       "\"nranks\":4,",
+  EXPECT_EQ(json.rfind("{\"loom_flight_record\":1,\"comm\":\"a \\\"quoted\\\" name\","
+                       "\"comm_id\":\"00000000000000ff\",\"rank\":2,\"nranks\":4,",
                        0),
             0u)
       << json;
@@ -202,7 +203,8 @@ TEST(FlightRecorder, TextNamesTheCommAndEveryCall) {
   runCalls(r, 1, 2);
   r.issue(3, allReduce(675920), true);
   const std::string text = r.text("a hang");
-  EXPECT_EQ(text.rfind("loom flight record of comm 'unit' rank 2/4 (", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("loom flight record of comm 'unit' (id 0000000000000000) rank 2/4 (", 0), 0u)
+      << text;
   EXPECT_TRUE(test::contains(text, "): a hang\n")) << text;
   EXPECT_TRUE(test::contains(text, "3 call(s) kept of the last 4")) << text;
   EXPECT_TRUE(test::contains(text, "AllReduce           675920  float32   sum")) << text;
@@ -224,7 +226,7 @@ TEST(FlightRecorder, DumpsOnceToTheDebugFile) {
   EXPECT_TRUE(test::contains(text, "\"reason\":\"first\"")) << text;
   EXPECT_FALSE(test::contains(text, "\"reason\":\"second\"")) << text;
   EXPECT_TRUE(test::contains(text, "\"reason\":\"on demand\"")) << text;
-  EXPECT_TRUE(test::contains(text, "loom flight record of comm 'unit' rank 2/4")) << text;
+  EXPECT_TRUE(test::contains(text, "loom flight record of comm 'unit' (id ")) << text;
 }
 
 }  // namespace

@@ -126,6 +126,10 @@ void Comm::exchangeRankInfo() {
       ++localRanks;
     }
   }
+  uint64_t id = 0;  // the same on every rank: names this communicator in flight-record dumps
+  for (const RankInfo& info : rankInfos_)
+    id = FlightRecorder::mixId(id, info.hostHash ^ static_cast<uint64_t>(info.pid) << 1);
+  recorder_.setCommId(id);
   ringPosition_ = buildRing(rankInfos_, rank_, ringOrder_);
   int64_t channels = envInt(EnvVar::LOOM_NCHANNELS);
   LOOM_ENFORCE(channels >= 1 && channels <= 16, InvalidArgument, "LOOM_NCHANNELS=", channels,

@@ -185,6 +185,12 @@ FlightRecorder::Anchor FlightRecorder::Anchor::now(const Anchor* first) {
   return best;
 }
 
+std::string FlightRecorder::commIdText() const {
+  char text[20];
+  std::snprintf(text, sizeof(text), "%016" PRIx64, commId_.load(std::memory_order_relaxed));
+  return text;
+}
+
 bool FlightRecorder::read(const Slot& s, const Anchor& anchor, FlightEntry& out) const {
   for (int attempt = 0; attempt < 16; ++attempt) {
     const uint64_t before = s.word.load(std::memory_order_acquire);
@@ -248,9 +254,9 @@ std::string FlightRecorder::json(std::string_view reason) const {
 std::string FlightRecorder::formatText(std::string_view reason,
                                        const std::vector<FlightEntry>& entries,
                                        const Anchor& anchor) const {
-  std::string out =
-      strCat("loom flight record of comm '", config_.comm, "' rank ", config_.rank, "/",
-             config_.nranks, " (", hostName(), ":", getpid(), "): ", reason, "\n");
+  std::string out = strCat("loom flight record of comm '", config_.comm, "' (id ", commIdText(),
+                           ") rank ", config_.rank, "/", config_.nranks, " (", hostName(), ":",
+                           getpid(), "): ", reason, "\n");
   out += strCat("loom flight record: ", formatWall(anchor.wallNs, true), " UTC, ", entries.size(),
                 " call(s) kept of the last ", capacity_, " (LOOM_TRACE_BUFFER), oldest first\n");
   char line[256];
@@ -290,7 +296,8 @@ std::string FlightRecorder::formatJson(std::string_view reason,
                                        const Anchor& anchor) const {
   std::string out = "{\"loom_flight_record\":1,\"comm\":";
   appendJsonString(out, config_.comm);
-  out += strCat(",\"rank\":", config_.rank, ",\"nranks\":", config_.nranks, ",\"host\":");
+  out += strCat(",\"comm_id\":\"", commIdText(), "\",\"rank\":", config_.rank,
+                ",\"nranks\":", config_.nranks, ",\"host\":");
   appendJsonString(out, hostName());
   out += strCat(",\"pid\":", getpid(), ",\"reason\":");
   appendJsonString(out, reason);

@@ -151,6 +151,15 @@ class FlightRecorder {
         .count();
   }
 
+  // An id that every rank of the communicator computes alike from what the ranks told each
+  // other at init (mixId over each rank's host and pid), so that tools tell apart the dumps of
+  // different jobs and communicators in one log. 0 (unknown) until set.
+  void setCommId(uint64_t id) { commId_.store(id, std::memory_order_relaxed); }
+  static uint64_t mixId(uint64_t id, uint64_t value) {
+    id = (id ^ value) * 0xff51afd7ed558ccdull;
+    return id ^ (id >> 32);
+  }
+
   // ---- Reading (any thread, any time) ----
   // The recorded calls, oldest first.
   std::vector<FlightEntry> snapshot() const;
@@ -200,6 +209,7 @@ class FlightRecorder {
   // The fields of one slot if a reader got them whole (it retries a few times).
   bool read(const Slot& s, const Anchor& anchor, FlightEntry& out) const;
   std::vector<FlightEntry> snapshot(const Anchor& anchor) const;
+  std::string commIdText() const;  // 16 hex digits
   std::string formatText(std::string_view reason, const std::vector<FlightEntry>& entries,
                          const Anchor& anchor) const;
   std::string formatJson(std::string_view reason, const std::vector<FlightEntry>& entries,
@@ -210,6 +220,7 @@ class FlightRecorder {
   const uint64_t mask_;  // capacity - 1 when a power of two, else 0
   std::unique_ptr<Slot[]> slots_;
   const Anchor created_;
+  std::atomic<uint64_t> commId_{0};
   std::atomic<bool> dumped_{false};
 };
 

@@ -23,7 +23,7 @@ class TraceMerge(unittest.TestCase):
     def test_a_rank_that_stops_calling_is_named(self):
         code, out, _ = merge(STUCK)
         self.assertEqual(code, 1, out)
-        self.assertEqual(out[0], "comm 'loom', 4 ranks: dumps of ranks 0-3")
+        self.assertEqual(out[0], "comm 'loom' (id 00000000000000a1), 4 ranks: dumps of ranks 0-3")
         self.assertIn("first divergence at #21: ranks 0-2 issued AllReduce #21 (count 675920, "
                       "float32, sum); rank 3 stops at #20 (AllGather, completed)", out)
         marked = [line for line in out if line.startswith(">")]
@@ -40,7 +40,8 @@ class TraceMerge(unittest.TestCase):
     def test_without_the_stuck_rank_the_others_agree(self):
         code, out, _ = merge(["stuck_rank0.log", "stuck_rank1.log"])
         self.assertEqual(code, 0, out)
-        self.assertEqual(out[0], "comm 'loom', 4 ranks: dumps of ranks 0-1; no dump of ranks 2-3")
+        self.assertEqual(out[0], "comm 'loom' (id 00000000000000a1), 4 ranks: dumps of ranks 0-1; "
+                                 "no dump of ranks 2-3")
         self.assertIn("the ranks agree on every call kept; all completed up to #20", out)
 
     def test_calls_that_differ_are_named_per_rank(self):
@@ -58,8 +59,18 @@ class TraceMerge(unittest.TestCase):
     def test_each_communicator_gets_its_table(self):
         code, out, _ = merge(["mismatch.log"], ["--comm", "tp"])
         self.assertEqual(code, 0, out)
-        self.assertEqual(out[0], "comm 'tp', 2 ranks: dumps of ranks 0-1")
+        self.assertEqual(out[0], "comm 'tp' (id 00000000000000c3), 2 ranks: dumps of ranks 0-1")
         self.assertIn("the ranks agree on every call kept; all completed up to #3", out)
+
+    def test_jobs_in_one_log_stay_apart(self):
+        code, out, _ = merge(["two_jobs.log"])
+        self.assertEqual(code, 1, out)
+        heads = [line for line in out if line.startswith("comm ")]
+        self.assertEqual(heads, ["comm 'loom' (id 00000000000000d4), 2 ranks: dumps of ranks 0-1",
+                                 "comm 'loom' (id 00000000000000e5), 2 ranks: dumps of ranks 0-1"])
+        self.assertIn("the ranks agree on every call kept; all completed up to #3", out)
+        self.assertIn("first divergence at #3: rank 0 issued AllReduce #3 (count 8, float32, sum); "
+                      "rank 1 stops at #2 (AllReduce, completed)", out)
 
     def test_context_keeps_the_rows_before_the_divergence(self):
         code, out, _ = merge(STUCK, ["--context", "2"])
