@@ -11,6 +11,7 @@
 #include "src/api/api_guard.h"
 #include "src/comm/comm.h"
 #include "src/comm/comm_registry.h"
+#include "src/comm/flight_recorder.h"
 #include "src/exec/cpu/executor.h"
 #include "src/exec/device_executor.h"
 #include "src/exec/host_stream.h"
@@ -88,6 +89,43 @@ void readLateScalars(std::vector<CollOp>& ops) {
   for (CollOp& op : ops) readLateScalar(op);
 }
 
+// What the flight recorder keeps of a call (src/comm/flight_recorder.h).
+CallShape shapeOf(const CollOp& op, bool grouped) {
+  CallShape shape;
+  shape.kind = collName(op.kind);
+  shape.type = dataTypeName(op.type);
+  if (op.kind == CollKind::kAllReduce || op.kind == CollKind::kReduce ||
+      op.kind == CollKind::kReduceScatter)
+    shape.op = reduceOpKindName(op.reduce);
+  shape.count = op.count;
+  if (op.kind == CollKind::kBroadcast || op.kind == CollKind::kReduce) shape.root = op.root;
+  if (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) shape.peer = op.peer;
+  shape.grouped = grouped;
+  return shape;
+}
+
+void finishRecords(const std::vector<CollOp>& ops, loomResult_t result) {
+  for (const CollOp& op : ops) op.comm->flightRecorder().finish(op.seq, result);
+}
+
+// Runs `run` (which runs the calls `ops`) between the flight recorder's start and finish of
+// each call; a call that throws fails them all, as the executor fails them.
+template <typename Run>
+void recorded(std::vector<CollOp>& ops, Run&& run) {
+  if (ops.empty()) return;
+  for (const CollOp& op : ops) op.comm->flightRecorder().start(op.seq);
+  try {
+    run();
+  } catch (const Error& e) {
+    finishRecords(ops, e.code());
+    throw;
+  } catch (...) {
+    finishRecords(ops, loomInternalError);
+    throw;
+  }
+  finishRecords(ops, loomSuccess);
+}
+
 // Runs a group's operations: those on host streams are enqueued there (one item per stream),
 // the others run on this thread.
 // A group's calls run on their communicators' executor: one device per group.
@@ -115,19 +153,37 @@ void runNow(std::vector<PendingOp>& pending) {
   }
   for (auto& [raw, ops] : byStream) {
     raw->enqueue([ops = std::move(ops)]() mutable {
-      readLateScalars(ops);
-      runOn(ops);
+      recorded(ops, [&] {
+        readLateScalars(ops);
+        runOn(ops);
+      });
     });
   }
-  readLateScalars(now);
-  runOn(now);
+  recorded(now, [&] {
+    readLateScalars(now);
+    runOn(now);
+  });
 }
 
-// One call outside a group on the NULL stream, the latency-critical case.
+// One call outside a group on the NULL stream, the latency-critical case. Its flight-record
+// entry was made running when it was issued.
 void runOneNow(CollOp&& op) {
-  readLateScalar(op);
-  Executor& executor = executorOf(*op.comm);
-  executor.runOne(std::move(op));
+  // The executor lets go of the op's reference before the call is recorded as finished, and
+  // a loomCommAbort on another thread may drop the registry's meanwhile.
+  const std::shared_ptr<Comm> comm = op.comm;
+  const uint64_t seq = op.seq;
+  FlightRecorder& recorder = comm->flightRecorder();
+  try {
+    readLateScalar(op);
+    executorOf(*comm).runOne(std::move(op));
+  } catch (const Error& e) {
+    recorder.finish(seq, e.code());
+    throw;
+  } catch (...) {
+    recorder.finish(seq, loomInternalError);
+    throw;
+  }
+  recorder.finish(seq, loomSuccess);
 }
 
 loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedOp_t userOp,
@@ -143,18 +199,26 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     choosePlan(op);
     // The stream belongs to the device: an executor without host streams takes the call as it
     // is (the CUDA stub refuses it).
-    if (!executorOf(*op.comm).hostStreams()) {
-      runOneNow(std::move(op));
-      return loomSuccess;
-    }
+    const bool hostStreams = executorOf(*op.comm).hostStreams();
     std::shared_ptr<HostStream> stream;
-    if (streamHandle != nullptr) {
+    if (hostStreams && streamHandle != nullptr) {
       stream = findStream(streamHandle);
       LOOM_ENFORCE(&stream->comm() == op.comm.get(), InvalidArgument, function,
                    ": the stream belongs to another communicator; create one per "
                    "communicator with loomStreamCreate");
     }
-    if (tlsGroup.depth > 0) {
+    // Numbered once nothing here can refuse the call: every rank numbers the same calls.
+    Comm& comm = *op.comm;
+    op.seq = comm.nextOpNumber();
+    FlightRecorder& recorder = comm.flightRecorder();
+    const bool grouped = hostStreams && tlsGroup.depth > 0;
+    if (recorder.enabled())
+      recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr);
+    if (!hostStreams) {
+      runOneNow(std::move(op));
+      return loomSuccess;
+    }
+    if (grouped) {
       tlsGroup.ops.push_back(PendingOp{std::move(op), std::move(stream)});
       return loomSuccess;
     }

@@ -60,7 +60,10 @@ CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent
 }
 
 Comm::Comm(CommOptions options, int rank, int nranks)
-    : options_(std::move(options)), rank_(rank), nranks_(nranks) {}
+    : options_(std::move(options)),
+      rank_(rank),
+      nranks_(nranks),
+      recorder_(options_.name, rank, nranks) {}
 
 Comm::~Comm() {
   abort_ = true;
@@ -123,6 +126,10 @@ void Comm::exchangeRankInfo() {
       ++localRanks;
     }
   }
+  uint64_t id = 0;  // the same on every rank: names this communicator in flight-record dumps
+  for (const RankInfo& info : rankInfos_)
+    id = FlightRecorder::mixId(id, info.hostHash ^ static_cast<uint64_t>(info.pid) << 1);
+  recorder_.setCommId(id);
   ringPosition_ = buildRing(rankInfos_, rank_, ringOrder_);
   int64_t channels = envInt(EnvVar::LOOM_NCHANNELS);
   LOOM_ENFORCE(channels >= 1 && channels <= 16, InvalidArgument, "LOOM_NCHANNELS=", channels,
@@ -394,6 +401,7 @@ void Comm::abort() {
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
   drainStreams();      // their operations see the abort flag and fail fast
   releaseResources();  // waits for other threads' calls to leave
+  recorder_.dumpOnce("loomCommAbort");
 }
 
 void Comm::destroy() {
@@ -409,6 +417,12 @@ void Comm::destroy() {
 void Comm::markFailed(loomResult_t code) {
   loomResult_t expected = loomSuccess;
   state_.compare_exchange_strong(expected, code);
+  if (code == loomRemoteError || code == loomTimeout) {
+    std::unique_lock<std::mutex> lock(lastErrorMutex_);
+    std::string reason = strCat(resultName(code), ": ", lastError_);
+    lock.unlock();
+    recorder_.dumpOnce(reason);
+  }
 }
 
 void Comm::setLastError(const std::string& message) {

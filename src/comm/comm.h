@@ -20,6 +20,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/comm/connection_key.h"
+#include "src/comm/flight_recorder.h"
 #include "src/topo/system.h"
 #include "transports/peers.h"
 #include "transports/transport.h"
@@ -167,6 +168,11 @@ class Comm final : public loomComm, public transport::Peers {
   void setLastError(const std::string& message);
   const char* lastError();
 
+  // The last calls of this communicator (flight_recorder.h). It dumps itself once on abort and
+  // on a remote error or timeout (markFailed); dumpFlightRecord writes a dump on demand.
+  FlightRecorder& flightRecorder() { return recorder_; }
+  void dumpFlightRecord(std::string_view reason) const { recorder_.dump(reason); }
+
  private:
   void initFromPeers(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
                      const Secret& secret);
@@ -227,6 +233,7 @@ class Comm final : public loomComm, public transport::Peers {
   std::mutex lastErrorMutex_;
   std::string lastError_;
   std::string lastErrorCopy_;  // what lastError() returned, stable until the next call
+  FlightRecorder recorder_;
 };
 
 }  // namespace loom

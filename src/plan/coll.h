@@ -47,6 +47,9 @@ struct CollOp {
   int peer = -1;                             // Send, Recv
   Algorithm algorithm = Algorithm::kRing;    // set at submission (choosePlan)
   transport::Protocol protocol = transport::Protocol::kSimple;  // likewise
+  // The communicator's number for the call (Comm::nextOpNumber), given at submission: messages
+  // ("AllReduce #12") and the flight recorder name it by this.
+  uint64_t seq = 0;
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;

@@ -171,7 +171,7 @@ bool runExchangeNow(CollOp& op) {
   const auto in = reinterpret_cast<uintptr_t>(op.sendbuff);
   const auto out = reinterpret_cast<uintptr_t>(op.recvbuff);
   if (in != out && in < out + plan.bytes && out < in + plan.bytes) return false;
-  const uint64_t number = c.nextOpNumber();
+  const uint64_t number = op.seq;
   for (PrimTask* t : plan.live) t->restart(op, number);
   ++tlsFastCalls;
   try {

@@ -332,7 +332,7 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
     }
     const size_t index = static_cast<size_t>(&op - ops.data()), first = tasks.size();
     scratch.firstTask[index] = first;
-    planOp(op, op.comm->nextOpNumber(), tasks);
+    planOp(op, op.seq, tasks);
     for (size_t t = first; t < tasks.size(); ++t) tasks[t]->setFlags(&flags[index]);
     scratch.taskComm.resize(tasks.size(), op.comm.get());
   }
