@@ -111,8 +111,10 @@ def main(rank, world):
     dp, pp, tp = rank // (PP * TP), rank // TP % PP, rank % TP
     # One split of the default group's loom communicator per dimension (loomCommSplit): each
     # rank passes the whole partition and gets back the group it belongs to.
-    tp_groups = [[d * PP * TP + s * TP + t for t in range(TP)] for d in range(DP) for s in range(PP)]
-    dp_groups = [[d * PP * TP + s * TP + t for d in range(DP)] for s in range(PP) for t in range(TP)]
+    tp_groups = [[d * PP * TP + s * TP + t for t in range(TP)]
+                 for d in range(DP) for s in range(PP)]
+    dp_groups = [[d * PP * TP + s * TP + t for d in range(DP)]
+                 for s in range(PP) for t in range(TP)]
     groups = {"tp": dist.split_group(split_ranks=tp_groups),
               "dp": dist.split_group(split_ranks=dp_groups)}
     prev_rank, next_rank = rank - TP, rank + TP  # the same TP slot in the neighbour stage

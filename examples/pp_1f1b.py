@@ -33,7 +33,7 @@ from launch import spawn
 
 WIDTH = 8
 MICRO_BATCH = 2
-MARGIN = 0.08  # measured bubble minus theory may lie in [-0.02, MARGIN]
+MARGIN = 0.10  # measured bubble minus theory may lie in [-0.02, MARGIN]
 
 
 def layer_weights(stage):
