@@ -8,7 +8,8 @@
 2. world_4_only: runs on 2 ranks, hangs on 4, between data loading and the first step. Each
    rank pads its samples to the longest one of its own shard and the ranks sum a histogram of
    lengths of that size. On 2 ranks both shards hold a long sample; on 4, two shards do not,
-   so the ranks pass all_reduce buffers of different sizes.
+   so the ranks pass all_reduce buffers of different sizes. The first training step (an
+   all_reduce of gradients) follows.
 Each scenario runs on each backend with the group timeout given (small, so that the demo ends);
 the parent prints what each rank got: an exception with its message, or nothing before the
 parent killed it. This is a demonstration, not a check: it exits 0 whatever the backends do.
@@ -42,6 +43,9 @@ def world_4_only(rank, world):
     for n in lengths[rank::world]:
         histogram[n] += 1
     dist.all_reduce(histogram)  # sizes differ between ranks when world = 4
+    grad = torch.ones(1000)
+    dist.all_reduce(grad)  # the first training step
+    return f"histogram {histogram.tolist()} (all 8 samples: 6 of length 5, 2 of length 7)"
 
 
 GRACE = 60  # seconds for the ranks to start (8 processes importing torch on 2 cores) and end
@@ -57,8 +61,9 @@ def rank_main(scenario, backend, rank, world, port, timeout, results):
                             timeout=timedelta(seconds=timeout))
     start = time.monotonic()
     try:
-        SCENARIOS[scenario][0](rank, world)
-        results.put((rank, f"finished ({time.monotonic() - start:.1f} s)"))
+        note = SCENARIOS[scenario][0](rank, world)
+        results.put((rank, f"finished ({time.monotonic() - start:.1f} s)" +
+                     (f"; {note}" if note else "")))
     except Exception as e:  # noqa: BLE001  (what the user sees is the point)
         message = " ".join(str(e).split())
         if len(message) > 400:
