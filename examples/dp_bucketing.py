@@ -11,7 +11,7 @@
    which loom adds the ranks' gradients cannot change a bit. A mismatch exits non-zero.
 2. Benchmark (printed, not checked). A larger float32 model runs `--bench-steps` steps under
    DDP and under BucketedDataParallel with several bucket sizes, with and without overlap;
-   rank 0 prints the median step time of each.
+   rank 0 prints the median step time of each (of the slowest rank).
 """
 
 import argparse
