@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every example with its default (small) sizes; exits non-zero if any fails or runs past
+# its time limit. Usage: bash examples/run_all.sh [NAME.py ...]   (default: all of them)
+# PYTHON picks the interpreter (default python3); loom_torch must be importable by it.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+python=${PYTHON:-python3}
+limit=600  # seconds per example; each takes well under a minute on an idle machine
+examples=("$@")
+if [[ ${#examples[@]} -eq 0 ]]; then
+  examples=(dp_bucketing.py tp_megatron.py pp_1f1b.py zero_stages.py parallel_3d.py)
+fi
+
+failed=()
+summary=()
+start=$SECONDS
+for name in "${examples[@]}"; do
+  printf '\n---- %s ----\n' "$name"
+  t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$python" "$here/$name"
+  rc=$?
+  summary+=("$(printf '%-18s %s  %3d s' "$name" "$([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - t0)))")
+  [[ $rc -eq 0 ]] || failed+=("$name")
+done
+
+printf '\n---- summary ----\n'
+printf '%s\n' "${summary[@]}"
+echo "all examples: $((SECONDS - start)) s"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "FAILED: ${failed[*]}" >&2
+  exit 1
+fi
