@@ -1,9 +1,10 @@
 // One rank of the loomCommShrink process tests (tests/shrink_test.cc):
 //
-//   loom_shrink_rank NRANKS RANK ID EXCLUDED
+//   loom_shrink_rank NRANKS RANK ID EXCLUDED abort|default
 //
 // Runs AllReduces until one fails (the test kills rank EXCLUDED, after this rank printed
-// "running"), then shrinks the communicator without EXCLUDED (LOOM_SHRINK_ABORT) and checks
+// "running"), then shrinks the communicator without EXCLUDED (with LOOM_SHRINK_ABORT or
+// LOOM_SHRINK_DEFAULT: the parent has failed, so both stop its calls) and checks
 // exact AllReduce, AllGather and Broadcast results on the new one. Prints "ok" and exits 0, or
 // prints "fail <code> <message>" and exits 10 + the loomResult_t code.
 #include <cstdint>
@@ -36,8 +37,8 @@ void expectEq(int64_t got, int64_t want, const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s NRANKS RANK ID EXCLUDED\n", argv[0]);
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: %s NRANKS RANK ID EXCLUDED abort|default\n", argv[0]);
     return 2;
   }
   const int n = std::atoi(argv[1]), rank = std::atoi(argv[2]), excluded = std::atoi(argv[4]);
@@ -60,8 +61,8 @@ int main(int argc, char** argv) {
   }
 
   loomComm_t shrunk = nullptr;
-  check(loomCommShrink(comm, &excluded, 1, &shrunk, nullptr, LOOM_SHRINK_ABORT), "loomCommShrink",
-        comm);
+  const int flags = std::string(argv[5]) == "abort" ? LOOM_SHRINK_ABORT : LOOM_SHRINK_DEFAULT;
+  check(loomCommShrink(comm, &excluded, 1, &shrunk, nullptr, flags), "loomCommShrink", comm);
   check(loomCommDestroy(comm), "loomCommDestroy(parent)", nullptr);
   const int m = n - 1, me = rank < excluded ? rank : rank - 1;
   int count = -1, newRank = -1;

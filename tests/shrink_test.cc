@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -179,18 +180,20 @@ std::set<std::string> shmNames(const std::vector<RankProcess>& procs) {
   return names;
 }
 
-class ShrinkAfterKill : public ::testing::TestWithParam<std::string> {};
+using KillParam = std::tuple<std::string, std::string>;  // transport, abort|default
+class ShrinkAfterKill : public ::testing::TestWithParam<KillParam> {};
 
 TEST_P(ShrinkAfterKill, SurvivorsGoOnWithExactResults) {
+  const auto& [transport, flags] = GetParam();
   const int n = 4, victim = 2;
   loomUniqueId id = makeId();
   std::vector<std::string> env{"LOOM_SOCKET_IFNAME=lo", "LOOM_TIMEOUT=10"};
-  if (GetParam() == "socket") env.push_back("LOOM_TRANSPORT=socket");
+  if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
   std::vector<RankProcess> procs;
   for (int r = 0; r < n; ++r)
     procs.push_back(spawnProcess(
         LOOM_SHRINK_RANK_BINARY,
-        {std::to_string(n), std::to_string(r), idToHex(id), std::to_string(victim)}, env));
+        {std::to_string(n), std::to_string(r), idToHex(id), std::to_string(victim), flags}, env));
   std::string victimOut;
   ASSERT_TRUE(waitForLine(procs[victim], "running", 60000, &victimOut)) << victimOut;
   ASSERT_EQ(kill(procs[victim].pid, SIGKILL), 0);
@@ -207,7 +210,15 @@ TEST_P(ShrinkAfterKill, SurvivorsGoOnWithExactResults) {
   EXPECT_EQ(shmNames(procs), std::set<std::string>{});
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ShrinkAfterKill, ::testing::Values("shm", "socket"));
+std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ShrinkAfterKill,
+                         ::testing::Values(KillParam{"shm", "abort"}, KillParam{"socket", "abort"},
+                                           KillParam{"shm", "default"},
+                                           KillParam{"socket", "default"}),
+                         killName);
 
 }  // namespace
 }  // namespace loom::test

@@ -218,7 +218,8 @@ LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomCom
  * excludeRanksList holds excludeRanksCount (at least 1) distinct ranks of `comm`, not this
  * rank's; it is read only. config may be NULL, which inherits the parent's options.
  * shrinkFlags:
- *   LOOM_SHRINK_DEFAULT  the parent has no operation in flight; it stays usable if it was.
+ *   LOOM_SHRINK_DEFAULT  the parent has no operation in flight; it stays usable if it was
+ *                        (on a parent that already failed it acts as LOOM_SHRINK_ABORT).
  *   LOOM_SHRINK_ABORT    first stops the parent's operations in flight (they return an error),
  *                        for use after a failure; the parent is then unusable: destroy it.
  * Errors: loomInvalidArgument for a bad list or flags; loomInvalidUsage when remaining ranks

@@ -102,7 +102,9 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
   for (int r : exclude) excluded[static_cast<size_t>(r / 8)] |= static_cast<uint8_t>(1u << (r % 8));
   auto isExcluded = [&](int r) { return std::binary_search(exclude.begin(), exclude.end(), r); };
 
-  if (flags & LOOM_SHRINK_ABORT) {
+  // A communicator that failed is unusable anyway: its calls stop as with LOOM_SHRINK_ABORT,
+  // which survivors forget after a failure at little cost.
+  if ((flags & LOOM_SHRINK_ABORT) || state_.load() != loomSuccess) {
     // The calls in flight stop (the abort flag fails their waits) and leave; this communicator
     // stays unusable, as after a peer's failure. Its connections close, so that survivors still
     // waiting in a call for this rank's data fail now and come to shrink too; its bootstrap
