@@ -165,6 +165,32 @@ TEST(Shrink, SurvivorsThatDisagreeFailInsteadOfHanging) {
   for (loomComm_t c : comms) EXPECT_EQ(loomCommAbort(c), loomSuccess);
 }
 
+TEST(Shrink, ExcludedRankThatCallsLearnsItIsExcluded) {
+  // Ranks 0 and 1 exclude {2} (rank 1 late) and make a communicator. Rank 2 is alive and
+  // excludes {0}; it waits for rank 1, gets its notice instead and fails with loomInvalidUsage
+  // (at once while rank 1's shrink runs, else at the deadline) instead of a timeout.
+  ScopedEnv timeout("LOOM_TIMEOUT", "10");
+  const int n = 3;
+  std::vector<loomComm_t> comms = initThreads(n, makeId());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<loomResult_t> results(n, loomSuccess);
+  std::vector<std::string> messages(n);
+  runThreads(n, [&](int r) {
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const int list = r == 2 ? 0 : 2;
+    loomComm_t out = nullptr;
+    results[r] = loomCommShrink(comms[r], &list, 1, &out, nullptr, LOOM_SHRINK_DEFAULT);
+    messages[r] = loomGetLastError(nullptr);
+    if (out != nullptr) EXPECT_EQ(loomCommAbort(out), loomSuccess);
+  });
+  EXPECT_EQ(results[2], loomInvalidUsage) << messages[2];
+  EXPECT_TRUE(contains(messages[2], "same exclude list")) << messages[2];
+  EXPECT_EQ(results[0], loomSuccess) << messages[0];
+  EXPECT_EQ(results[1], loomSuccess) << messages[1];
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
+  for (loomComm_t c : comms) EXPECT_EQ(loomCommAbort(c), loomSuccess);
+}
+
 // ---- Processes: a rank killed mid-traffic ----
 
 std::set<std::string> shmNames(const std::vector<RankProcess>& procs) {

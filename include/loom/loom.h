@@ -223,8 +223,8 @@ LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomCom
  *   LOOM_SHRINK_ABORT    first stops the parent's operations in flight (they return an error),
  *                        for use after a failure; the parent is then unusable: destroy it.
  * Errors: loomInvalidArgument for a bad list or flags; loomInvalidUsage when remaining ranks
- * passed different lists (each rank that sees the difference fails, and a rank excluded by
- * another rank fails instead of waiting); loomRemoteError when a remaining rank is gone (add it
+ * passed different lists (each rank that sees the difference fails; a live rank that others
+ * excluded fails too, at its deadline at the latest); loomRemoteError when a remaining rank is gone (add it
  * to the list); loomTimeout when a remaining rank did not call loomCommShrink in time.
  * Call order: after a failure, loomCommShrink(comm, failed, n, &newcomm, NULL,
  * LOOM_SHRINK_ABORT), then loomCommDestroy(comm) (or loomCommAbort), then use newcomm.

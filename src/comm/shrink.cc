@@ -21,10 +21,12 @@
 //
 // A successful shrink consumes every message sent to its survivors; only notices to excluded
 // ranks that did not take part stay behind, in their listeners. A sender keeps a notice's
-// connection open until its own shrink returns and writes one byte on it once its survivors
-// agreed. So the receiver of a notice tells a shrink that excludes it now (open, no byte: it
-// disagrees with that rank) or that failed (closed, no byte) from one left over from an earlier
-// shrink that excluded it (the byte), which a later shrink including it ignores.
+// connection open until its own shrink returns, and writes one byte on it just before it
+// returns successfully. The receiver of a notice from a rank it waits for fails at once when
+// that rank's shrink is in progress (open, no byte: they disagree) or failed (closed, no
+// byte). A notice with the byte may be left over from an earlier shrink that excluded this
+// rank, so a later shrink including it waits on for that rank's message; only at the deadline
+// does it say that this rank was excluded.
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -40,7 +42,7 @@ namespace {
 // transports/tags.h).
 constexpr uint32_t kShrinkTag = 0x53485246u;    // "SHRF"
 constexpr uint32_t kShrinkMagic = 0x4b524853u;  // "SHRK"
-// Written on the notices once the sender's survivors agreed.
+// Written on the notices when the sender's shrink succeeded.
 constexpr char kNoticeAgreed = 'A';
 // What the notices to excluded ranks may take in all: a dead host answers no connection.
 constexpr std::chrono::milliseconds kNoticeBudget{500};
@@ -102,8 +104,8 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
   for (int r : exclude) excluded[static_cast<size_t>(r / 8)] |= static_cast<uint8_t>(1u << (r % 8));
   auto isExcluded = [&](int r) { return std::binary_search(exclude.begin(), exclude.end(), r); };
 
-  // A communicator that failed is unusable anyway: its calls stop as with LOOM_SHRINK_ABORT,
-  // which survivors forget after a failure at little cost.
+  // A communicator that failed is unusable anyway, so its calls stop as with LOOM_SHRINK_ABORT
+  // even when a survivor passes LOOM_SHRINK_DEFAULT.
   if ((flags & LOOM_SHRINK_ABORT) || state_.load() != loomSuccess) {
     // The calls in flight stop (the abort flag fails their waits) and leave; this communicator
     // stays unusable, as after a peer's failure. Its connections close, so that survivors still
@@ -193,15 +195,27 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
     missing.erase(rank_);
     peers[static_cast<size_t>(std::lower_bound(members.begin(), members.end(), rank_) -
                               members.begin())] = listener->address();
+    std::vector<int> excludedBy;  // ranks whose finished shrink excluded this rank
     while (!missing.empty()) {
-      IncomingConnection c = parentListener.waitFor(
-          [&](const Hello& h) {
-            return h.kind == HelloKind::kMessage && h.tag == tag && missing.count(h.rank) > 0;
-          },
-          deadline, nullptr,
-          strCat("the loomCommShrink message of rank(s) ",
-                 rankList(std::vector<int>(missing.begin(), missing.end())),
-                 ": every surviving rank must call loomCommShrink; exclude those that failed"));
+      IncomingConnection c;
+      try {
+        c = parentListener.waitFor(
+            [&](const Hello& h) {
+              return h.kind == HelloKind::kMessage && h.tag == tag && missing.count(h.rank) > 0;
+            },
+            deadline, nullptr,
+            strCat("the loomCommShrink message of rank(s) ",
+                   rankList(std::vector<int>(missing.begin(), missing.end())),
+                   ": every surviving rank must call loomCommShrink; exclude those that failed"));
+      } catch (const TimeoutError& e) {
+        for (int r : excludedBy) {
+          LOOM_ENFORCE(missing.count(r) == 0, InvalidUsage, e.what(), ". Rank ", r,
+                       " made a communicator without this rank (", rank_,
+                       ") in a loomCommShrink; every surviving rank must pass the same exclude "
+                       "list");
+        }
+        throw;
+      }
       const int from = c.hello.rank;
       ShrinkHeader theirs;
       LOOM_ENFORCE(c.payload.size() == payload.size(), InvalidUsage, "rank ", from,
@@ -216,8 +230,10 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
         const std::vector<int> other = ranksIn(theirList, nranks_);
         const bool excludesMe = std::binary_search(other.begin(), other.end(), rank_);
         char agreed = 0;
-        if (excludesMe && c.socket.recvSome(&agreed, 1) == 1 && agreed == kNoticeAgreed)
-          continue;  // left over from an earlier shrink
+        if (excludesMe && c.socket.recvSome(&agreed, 1) == 1 && agreed == kNoticeAgreed) {
+          excludedBy.push_back(from);  // maybe left over from an earlier shrink: wait on
+          continue;
+        }
         throw InvalidUsage(strCat("rank ", from, " called loomCommShrink excluding ",
                                   rankList(other), " but this rank (", rank_, ") excludes ",
                                   rankList(exclude), excludesMe ? ", so it excludes this rank" : "",
@@ -230,13 +246,6 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
                                 members.begin())] = address;
       missing.erase(from);
     }
-    for (Socket& s : notices) {
-      try {
-        s.sendSome(&kNoticeAgreed, 1);
-      } catch (const Error&) {
-        // That rank is gone: nobody reads the notice.
-      }
-    }
     LOOM_INFO(kLogInit, "loomCommShrink: excluding ", rankList(exclude), ", ", members.size(),
               " rank(s) remain");
   }
@@ -245,6 +254,13 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
   auto child = std::make_shared<Comm>(childOptions, newRank, static_cast<int>(members.size()));
   // The child proves the parent's secret: it is the same job.
   child->initFromPeers(std::move(listener), std::move(peers), secret);
+  for (Socket& s : notices) {
+    try {
+      s.sendSome(&kNoticeAgreed, 1);
+    } catch (const Error&) {
+      // That rank is gone: nobody reads the notice.
+    }
+  }
   return child;
 }
 
