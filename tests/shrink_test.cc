@@ -2,7 +2,7 @@
 // healthy communicator shrunk (ranks renumbered in order, exact collectives, a late survivor
 // waited for, the parent still usable, and shrunk again with other ranks), bad lists and
 // flags, and survivors that disagree on the list. In processes, over shared memory and TCP: a
-// rank SIGKILLed mid-traffic, then the survivors shrink and run exact collectives.
+// rank (0, 2 or 3) SIGKILLed mid-traffic, then the survivors shrink and run exact collectives.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -206,12 +206,12 @@ std::set<std::string> shmNames(const std::vector<RankProcess>& procs) {
   return names;
 }
 
-using KillParam = std::tuple<std::string, std::string>;  // transport, abort|default
+using KillParam = std::tuple<std::string, std::string, int>;  // transport, flags, victim
 class ShrinkAfterKill : public ::testing::TestWithParam<KillParam> {};
 
 TEST_P(ShrinkAfterKill, SurvivorsGoOnWithExactResults) {
-  const auto& [transport, flags] = GetParam();
-  const int n = 4, victim = 2;
+  const auto& [transport, flags, victim] = GetParam();
+  const int n = 4;
   loomUniqueId id = makeId();
   std::vector<std::string> env{"LOOM_SOCKET_IFNAME=lo", "LOOM_TIMEOUT=10"};
   if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
@@ -237,14 +237,16 @@ TEST_P(ShrinkAfterKill, SurvivorsGoOnWithExactResults) {
 }
 
 std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
-  return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_kill" +
+         std::to_string(std::get<2>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ShrinkAfterKill,
-                         ::testing::Values(KillParam{"shm", "abort"}, KillParam{"socket", "abort"},
-                                           KillParam{"shm", "default"},
-                                           KillParam{"socket", "default"}),
-                         killName);
+INSTANTIATE_TEST_SUITE_P(
+    Transports, ShrinkAfterKill,
+    ::testing::Values(KillParam{"shm", "abort", 2}, KillParam{"socket", "abort", 2},
+                      KillParam{"shm", "default", 2}, KillParam{"socket", "default", 2},
+                      KillParam{"shm", "abort", 0}, KillParam{"socket", "abort", 3}),
+    killName);
 
 }  // namespace
 }  // namespace loom::test
