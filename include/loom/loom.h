@@ -77,6 +77,10 @@ typedef struct {
 #define LOOM_DEVICE_CPU (-1)
 /** Color for loomCommSplit() meaning "this rank joins no new communicator". */
 #define LOOM_SPLIT_NOCOLOR (-1)
+/** Flags of loomCommShrink(): the parent has no operation in flight (it may be used on). */
+#define LOOM_SHRINK_DEFAULT 0x00
+/** Flags of loomCommShrink(): stop the parent's operations in flight first (after a failure). */
+#define LOOM_SHRINK_ABORT 0x01
 /** Marks a config field as unset, so loom uses the environment or its default. */
 #define LOOM_CONFIG_UNDEF_INT (-2147483647 - 1)
 
@@ -202,6 +206,32 @@ LOOM_API loomResult_t loomCommInitAll(loomComm_t* comms, int ndev, const int* de
  */
 LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t* newcomm,
                                     loomConfig_t* config);
+
+/**
+ * Makes a new communicator of the ranks of `comm` that are not in excludeRanksList (NCCL 2.27's
+ * ncclCommShrink): typically the survivors of a failure, to go on without the failed ranks.
+ * Every remaining rank calls it with the same list (any order); the excluded ranks do not call
+ * it, and nothing waits for them, so they may be dead or hung. Remaining ranks keep their order:
+ * the new rank is the number of remaining ranks below this one in `comm`. No unique id is
+ * needed. Collective over the remaining ranks: it waits up to the timeout for each of them.
+ *
+ * excludeRanksList holds excludeRanksCount (at least 1) distinct ranks of `comm`, not this
+ * rank's; it is read only. config may be NULL, which inherits the parent's options.
+ * shrinkFlags:
+ *   LOOM_SHRINK_DEFAULT  the parent has no operation in flight; it stays usable if it was
+ *                        (on a parent that already failed it acts as LOOM_SHRINK_ABORT).
+ *   LOOM_SHRINK_ABORT    first stops the parent's operations in flight (they return an error),
+ *                        for use after a failure; the parent is then unusable: destroy it.
+ * Errors: loomInvalidArgument for a bad list or flags; loomInvalidUsage when remaining ranks
+ * passed different lists (each rank that sees the difference fails; a live rank that others
+ * excluded fails too, at its deadline at the latest); loomRemoteError when a remaining rank is gone (add it
+ * to the list); loomTimeout when a remaining rank did not call loomCommShrink in time.
+ * Call order: after a failure, loomCommShrink(comm, failed, n, &newcomm, NULL,
+ * LOOM_SHRINK_ABORT), then loomCommDestroy(comm) (or loomCommAbort), then use newcomm.
+ */
+LOOM_API loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanksList,
+                                     int excludeRanksCount, loomComm_t* newcomm,
+                                     loomConfig_t* config, int shrinkFlags);
 
 /**
  * Finishes all operations of `comm` and waits until every rank has done the same, so that no

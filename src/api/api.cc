@@ -171,6 +171,23 @@ LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomCom
   });
 }
 
+LOOM_API loomResult_t loomCommShrink(loomComm_t comm, const int* excludeRanksList,
+                                     int excludeRanksCount, loomComm_t* newcomm,
+                                     loomConfig_t* config, int shrinkFlags) {
+  return guarded("loomCommShrink", comm, [&] {
+    LOOM_ENFORCE(newcomm != nullptr, InvalidArgument, "newcomm (the output pointer) is NULL");
+    *newcomm = nullptr;
+    LOOM_ENFORCE(excludeRanksCount >= 1, InvalidArgument, "excludeRanksCount is ",
+                 excludeRanksCount, "; name at least one rank to exclude");
+    LOOM_ENFORCE(excludeRanksList != nullptr, InvalidArgument, "excludeRanksList is NULL");
+    std::shared_ptr<Comm> parent = findComm(comm);
+    CommOptions options = resolveOptions(config, &parent->options());
+    std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+    *newcomm = registerComm(parent->shrink(exclude, shrinkFlags, options));
+    return loomSuccess;
+  });
+}
+
 LOOM_API loomResult_t loomCommFinalize(loomComm_t comm) {
   return guarded("loomCommFinalize", comm, [&] {
     findComm(comm)->finalize();

@@ -55,6 +55,10 @@ class Bootstrap {
   Socket acceptData(int peer, uint32_t tag);
   AbortFlag abortFlag() const { return options_.abort; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // This rank's listener and every rank's listener address, for an exchange that must not wait
+  // on the ring or on ranks known to be dead (loomCommShrink reaches only the survivors).
+  AuthListener& listener() { return *listener_; }
+  const std::vector<SocketAddress>& peerAddresses() const { return peers_; }
 
  private:
   Bootstrap(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,

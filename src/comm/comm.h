@@ -78,6 +78,11 @@ class Comm final : public loomComm, public transport::Peers {
   void startAsync(std::function<void()> work);
   // Collective over this communicator; returns nullptr for LOOM_SPLIT_NOCOLOR.
   std::shared_ptr<Comm> split(int color, int key, const CommOptions& childOptions);
+  // Collective over the ranks not in `exclude` (shrink.cc): they make a new communicator of
+  // themselves, ranks in parent order, without waiting for the excluded ranks. `flags`:
+  // LOOM_SHRINK_DEFAULT or LOOM_SHRINK_ABORT (stop this communicator's operations first).
+  std::shared_ptr<Comm> shrink(const std::vector<int>& exclude, int flags,
+                               const CommOptions& childOptions);
   // Collective: waits until every rank has finalized.
   void finalize();
   // Stops waits in progress (any thread), waits for them to leave, releases resources.
