@@ -26,7 +26,14 @@ namespace {
 struct PendingOp {
   CollOp op;
   std::shared_ptr<HostStream> stream;  // null: run on the thread that ends the group
+  uint64_t call = 0;                   // its number in the communicator's CallProgress
 };
+
+// Marks the calls of `ops` completed (hang reports, comm/call_progress.h) once they ran.
+void completeCalls(const std::vector<CollOp>& ops, const std::vector<uint64_t>& calls) {
+  for (size_t i = 0; i < ops.size() && i < calls.size(); ++i)
+    ops[i].comm->calls().complete(calls[i]);
+}
 
 // A group belongs to the thread that started it, as in NCCL.
 struct GroupState {
@@ -103,24 +110,30 @@ void runOn(std::vector<CollOp>& ops) {
 
 void runNow(std::vector<PendingOp>& pending) {
   std::map<HostStream*, std::vector<CollOp>> byStream;
+  std::map<HostStream*, std::vector<uint64_t>> callsByStream;
   std::vector<CollOp> now;
+  std::vector<uint64_t> callsNow;
   std::map<HostStream*, std::shared_ptr<HostStream>> streams;
   for (PendingOp& p : pending) {
     if (p.stream) {
       streams[p.stream.get()] = p.stream;
       byStream[p.stream.get()].push_back(std::move(p.op));
+      callsByStream[p.stream.get()].push_back(p.call);
     } else {
       now.push_back(std::move(p.op));
+      callsNow.push_back(p.call);
     }
   }
   for (auto& [raw, ops] : byStream) {
-    raw->enqueue([ops = std::move(ops)]() mutable {
+    raw->enqueue([ops = std::move(ops), calls = std::move(callsByStream[raw])]() mutable {
       readLateScalars(ops);
       runOn(ops);
+      completeCalls(ops, calls);
     });
   }
   readLateScalars(now);
   runOn(now);
+  completeCalls(now, callsNow);
 }
 
 // One call outside a group on the NULL stream, the latency-critical case.
@@ -141,10 +154,15 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     // Chosen once per call; bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is
     // involved.
     choosePlan(op);
+    Comm& comm = *op.comm;
+    const uint64_t call = comm.calls().issue(
+        collName(op.kind), op.count, static_cast<int>(op.type),
+        op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root);
     // The stream belongs to the device: an executor without host streams takes the call as it
     // is (the CUDA stub refuses it).
     if (!executorOf(*op.comm).hostStreams()) {
       runOneNow(std::move(op));
+      comm.calls().complete(call);
       return loomSuccess;
     }
     std::shared_ptr<HostStream> stream;
@@ -155,15 +173,16 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
                    "communicator with loomStreamCreate");
     }
     if (tlsGroup.depth > 0) {
-      tlsGroup.ops.push_back(PendingOp{std::move(op), std::move(stream)});
+      tlsGroup.ops.push_back(PendingOp{std::move(op), std::move(stream), call});
       return loomSuccess;
     }
     if (stream == nullptr) {
       runOneNow(std::move(op));
+      comm.calls().complete(call);
       return loomSuccess;
     }
     std::vector<PendingOp> one;
-    one.push_back(PendingOp{std::move(op), std::move(stream)});
+    one.push_back(PendingOp{std::move(op), std::move(stream), call});
     runNow(one);
     return loomSuccess;
   });

@@ -26,6 +26,9 @@ void Interrupt::throwIfRaised(const char* what) const {
   if (state & kAborted)
     throw InvalidUsage(
         strCat(what, " was interrupted: the communicator was aborted (loomCommAbort)"));
+  if (const Interrupt* f = failure())
+    throw Error(f->code_,
+                strCat(what, " was interrupted: its parent communicator failed: ", f->message_));
 }
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "loom/loom.h"
@@ -14,11 +15,24 @@ namespace loom {
 
 class Interrupt {
  public:
-  // Any reason set: waits must stop.
-  bool raised() const { return state_.load(std::memory_order_acquire) != 0; }
+  // Any reason set: waits must stop. A parent's failure counts (a split child stops when the
+  // job of its parent fails); a parent's local abort does not, as in NCCL.
+  bool raised() const {
+    return state_.load(std::memory_order_acquire) != 0 || (parent_ && parent_->failure());
+  }
   bool aborted() const { return (state_.load(std::memory_order_acquire) & kAborted) != 0; }
-  // A failure was recorded (its code, rank and message are readable).
+  // A failure was recorded here (its code, rank and message are readable).
   bool failed() const { return (state_.load(std::memory_order_acquire) & kFailed) != 0; }
+  // The failure that stops this interrupt's waits: its own, else the nearest ancestor's;
+  // nullptr when none.
+  const Interrupt* failure() const {
+    if (failed()) return this;
+    return parent_ ? parent_->failure() : nullptr;
+  }
+  // Makes the failures of `parent` (a split's parent communicator) stop these waits too. Set
+  // once, before any wait watches this interrupt; keeps the parent's interrupt alive.
+  void inheritFrom(std::shared_ptr<const Interrupt> parent) { parent_ = std::move(parent); }
+  bool hasParent() const { return parent_ != nullptr; }
 
   // loomCommAbort on this rank (any thread).
   void abortLocally() { state_.fetch_or(kAborted, std::memory_order_acq_rel); }
@@ -43,6 +57,7 @@ class Interrupt {
   loomResult_t code_ = loomSuccess;
   int rank_ = -1;
   char message_[768] = {};
+  std::shared_ptr<const Interrupt> parent_;
 };
 
 // What a wait watches besides its deadline.
