@@ -54,6 +54,24 @@ TEST(HangReport, NothingInFlightNothingToSay) {
   EXPECT_EQ(formatHangReport(0, table), "");
 }
 
+TEST(HangReport, ProgressEntryRoundTrip) {
+  RankProgress p = progress("ReduceScatter", 1ull << 40, 7, 123456789012ull);
+  p.root = -1;
+  p.msSinceIssued = 42;
+  uint8_t wire[kProgressEntryBytes];
+  encodeProgress(p, wire);
+  RankProgress q = decodeProgress(wire);
+  EXPECT_EQ(q.issued, p.issued);
+  EXPECT_EQ(q.completed, p.completed);
+  EXPECT_EQ(q.count, p.count);
+  EXPECT_EQ(q.datatype, p.datatype);
+  EXPECT_EQ(q.root, -1);
+  EXPECT_EQ(q.msSinceIssued, 42u);
+  EXPECT_EQ(q.msSinceCompleted, 5000u);
+  EXPECT_TRUE(q.answered);
+  EXPECT_STREQ(q.kind, "ReduceScatter");
+}
+
 TEST(HangReport, RankRanges) {
   EXPECT_EQ(describeRanks({3}), "rank 3");
   EXPECT_EQ(describeRanks({0, 1, 2}), "ranks 0-2");
@@ -91,6 +109,32 @@ TEST(HangReport, IdleRankIsNamedInEveryTimeout) {
         << messages[r];
   }
   for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+}
+
+TEST(HangReport, StuckCallIsReportedWhileItWaits) {
+  // LOOM_WARN_STUCK_S=1: the report is logged once while the call goes on waiting (the timeout
+  // comes later, when the idle rank finally calls).
+  constexpr int kRanks = 3, kIdle = 0;
+  ScopedEnv timeout("LOOM_TIMEOUT", "30");
+  ScopedEnv stuck("LOOM_WARN_STUCK_S", "1");
+  loomUniqueId id = makeId();
+  std::vector<loomComm_t> comms = initThreads(kRanks, id);
+  std::vector<loomResult_t> results(kRanks, loomInternalError);
+  testing::internal::CaptureStderr();
+  runThreads(kRanks, [&](int rank) {
+    std::vector<float> data(64, 1.0f);
+    if (rank == kIdle) std::this_thread::sleep_for(std::chrono::seconds(4));
+    results[rank] = loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
+                                  comms[rank], nullptr);
+  });
+  const std::string log = testing::internal::GetCapturedStderr();
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(results[r], loomSuccess) << loomGetLastError(comms[r]);
+  EXPECT_TRUE(contains(log, "LOOM_WARN_STUCK_S")) << log;
+  EXPECT_TRUE(contains(log,
+                       "AllReduce #1 (count 64, float32): ranks 1-2 are waiting; rank 0 has "
+                       "not called it. It has made no call on this communicator yet."))
+      << log;
+  finalizeAndDestroy(comms);
 }
 
 }  // namespace

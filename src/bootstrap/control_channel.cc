@@ -277,29 +277,22 @@ void ControlChannel::readLink(int l) {
     if (n == 0) break;
     link.in.insert(link.in.end(), buf, buf + n);
   }
-  struct Lost {
-    ControlChannel& self;
-    int l;
-    bool& lost;
-    ~Lost() {
-      if (lost) self.onLinkLost(l);
-    }
-  } onExit{*this, l, lost};
   size_t at = 0;
   while (!link.down && link.in.size() - at >= kControlHeaderBytes) {
     const uint8_t* p = link.in.data() + at;
     const uint32_t size = get32(p);
     const auto type = static_cast<ControlFrame>(*p);
     if (size > kMaxControlBody) {
-      link.in.clear();
+      at = link.in.size();
       lost = true;  // an authenticated peer that sends this is broken
-      return;
+      break;
     }
     if (link.in.size() - at < kControlHeaderBytes + size) break;
     onFrame(l, type, link.in.data() + at + kControlHeaderBytes, size);
     at += kControlHeaderBytes + size;
   }
   link.in.erase(link.in.begin(), link.in.begin() + static_cast<long>(at));
+  if (lost) onLinkLost(l);
 }
 
 void ControlChannel::onFrame(int l, ControlFrame type, const uint8_t* body, size_t size) {
@@ -312,7 +305,8 @@ void ControlChannel::onFrame(int l, ControlFrame type, const uint8_t* body, size
       std::string text(reinterpret_cast<const char*>(body), size - 8);
       if (rank_ == 0 && from != rank && text.rfind("rank ", 0) != 0)
         text = strCat("rank ", from, " reports: ", text);
-      failAndRelay(code == loomSuccess ? loomRemoteError : code, rank, text, l);
+      const bool known = code > loomSuccess && code < loomNumResults && code != loomInProgress;
+      failAndRelay(known ? code : loomRemoteError, rank < nranks_ ? rank : -1, text, l);
       return;
     }
     case ControlFrame::kLeaving: {
