@@ -546,7 +546,8 @@ TEST_F(AuthListenerTest, WaitForExpiredDeadlineTimesOut) {
 }
 
 TEST_F(AuthListenerTest, WaitForAbortedIsInvalidUsage) {
-  std::atomic<bool> abort{true};
+  Interrupt abort;
+  abort.abortLocally();
   std::string msg = messageOf<InvalidUsage>([&] {
     listener_.waitFor([](const Hello&) { return true; }, soon(), &abort, "the unit test");
   });
@@ -580,7 +581,8 @@ TEST(Socket, ConnectWithoutRetryFailsAtOnceWhenRefused) {
 
 TEST(Socket, ConnectHonoursAbort) {
   SocketAddress nobody = SocketAddress::parse(strCat("127.0.0.1:", test::freePort()));
-  std::atomic<bool> abort{true};
+  Interrupt abort;
+  abort.abortLocally();
   EXPECT_THROW(Socket::connect(nobody, Deadline::never(), &abort, true), InvalidUsage);
 }
 

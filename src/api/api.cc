@@ -27,8 +27,21 @@ thread_local std::string tlsLastError;
 loomResult_t recordFailure(const char* function, const loomComm* handle, loomResult_t code,
                            const std::string& what) {
   std::string message = strCat(function, ": ", what);
+  std::shared_ptr<Comm> comm = findCommOrNull(handle);
+  // A peer's error here may be the echo of a failure elsewhere (a survivor that failed first
+  // closed its connections): the job's first failure, which names the rank that died, leads.
+  if (code == loomRemoteError && comm) {
+    const Interrupt* failure = comm->abortFlag()->failure();
+    if (failure != nullptr && what.find(failure->message()) == std::string::npos)
+      message = strCat(function, ": ", failure->message(), "; seen here as: ", what);
+  }
+  // A timeout says who has not arrived, asking every rank over the control channel.
+  if (code == loomTimeout && comm) {
+    std::string report = comm->hangReport();
+    if (!report.empty()) message += strCat("\nWho has not arrived: ", report);
+  }
   tlsLastError = message;
-  if (std::shared_ptr<Comm> comm = findCommOrNull(handle)) comm->setLastError(message);
+  if (comm) comm->setLastError(message);
   LOOM_WARN(kLogInit, message, " [", loomGetErrorString(code), "]");
   return code;
 }

@@ -104,8 +104,13 @@ CallShape shapeOf(const CollOp& op, bool grouped) {
   return shape;
 }
 
+// A call's end, for the flight recorder and for the hang reports' progress (call_progress.h).
+void finishRecord(Comm& comm, uint64_t seq, loomResult_t result) {
+  comm.flightRecorder().finish(seq, result);
+  if (result == loomSuccess) comm.calls().complete(seq);
+}
 void finishRecords(const std::vector<CollOp>& ops, loomResult_t result) {
-  for (const CollOp& op : ops) op.comm->flightRecorder().finish(op.seq, result);
+  for (const CollOp& op : ops) finishRecord(*op.comm, op.seq, result);
 }
 
 // Runs `run` (which runs the calls `ops`) between the flight recorder's start and finish of
@@ -177,13 +182,13 @@ void runOneNow(CollOp&& op) {
     readLateScalar(op);
     executorOf(*comm).runOne(std::move(op));
   } catch (const Error& e) {
-    recorder.finish(seq, e.code());
+    finishRecord(*comm, seq, e.code());
     throw;
   } catch (...) {
-    recorder.finish(seq, loomInternalError);
+    finishRecord(*comm, seq, loomInternalError);
     throw;
   }
-  recorder.finish(seq, loomSuccess);
+  finishRecord(*comm, seq, loomSuccess);
 }
 
 loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedOp_t userOp,
@@ -214,6 +219,9 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     const bool grouped = hostStreams && tlsGroup.depth > 0;
     if (recorder.enabled())
       recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr);
+    comm.calls().issue(op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
+                       op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer
+                                                                               : op.root);
     if (!hostStreams) {
       runOneNow(std::move(op));
       return loomSuccess;

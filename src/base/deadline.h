@@ -2,8 +2,9 @@
 // blocking call in loom takes one, so nothing waits forever unless LOOM_TIMEOUT=0 asks for it.
 #pragma once
 
-#include <atomic>
 #include <chrono>
+
+#include "src/base/interrupt.h"
 
 namespace loom {
 
@@ -32,14 +33,5 @@ class Deadline {
   explicit Deadline(Clock::time_point at) : at_(at) {}
   Clock::time_point at_;
 };
-
-// What a wait watches besides its deadline: set by loomCommAbort from any thread.
-using AbortFlag = const std::atomic<bool>*;
-
-// How often (ms) a blocked wait wakes to look at its abort flag.
-inline constexpr int kAbortPollMs = 20;
-
-// Throws InvalidUsage if `abort` is set; `what` names the interrupted wait.
-void throwIfAborted(AbortFlag abort, const char* what);
 
 }  // namespace loom

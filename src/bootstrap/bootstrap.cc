@@ -1,6 +1,7 @@
 #include "src/bootstrap/bootstrap.h"
 
 #include <cstring>
+#include <thread>
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
@@ -88,7 +89,9 @@ Socket Bootstrap::connectPeer(int peer, Deadline deadline) {
     s.setPeerName(strCat("rank ", peer));
     return s;
   } catch (const SystemError& e) {
-    // Its listener was open before it told anyone the address: a refusal means it is gone.
+    // Its listener was open before it told anyone the address: a refusal means it is gone,
+    // perhaps because another rank died first.
+    awaitVerdict();
     throw RemoteError(strCat("cannot connect to rank ", peer, " at ", peers_[peer].toString(),
                              " (did it exit or crash?): ", e.what()));
   }
@@ -96,21 +99,43 @@ Socket Bootstrap::connectPeer(int peer, Deadline deadline) {
 
 void Bootstrap::connectRing() {
   const int n = options_.nranks, r = options_.rank;
+  connectControl(deadline());
   if (n > 1) {
-    const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    Deadline dl = deadline();
-    next_ = connectPeer(next, dl);
-    Hello hello{HelloKind::kRing, options_.secret, r, n, 0, 0};
-    sendHello(next_, hello, nullptr, dl, options_.abort);
-    next_.setPeerName(strCat("rank ", next));
-    IncomingConnection in = listener_->waitFor(
-        [&](const Hello& h) { return h.kind == HelloKind::kRing && h.rank == prev; }, dl,
-        options_.abort, strCat("rank ", prev, " to connect the bootstrap ring"), &next_);
-    prev_ = std::move(in.socket);
-    prev_.setPeerName(strCat("rank ", prev));
+    try {
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      Deadline dl = deadline();
+      next_ = connectPeer(next, dl);
+      Hello hello{HelloKind::kRing, options_.secret, r, n, 0, 0};
+      sendHello(next_, hello, nullptr, dl, options_.abort);
+      next_.setPeerName(strCat("rank ", next));
+      IncomingConnection in = listener_->waitFor(
+          [&](const Hello& h) { return h.kind == HelloKind::kRing && h.rank == prev; }, dl,
+          options_.abort, strCat("rank ", prev, " to connect the bootstrap ring"), &next_);
+      prev_ = std::move(in.socket);
+      prev_.setPeerName(strCat("rank ", prev));
+    } catch (const RemoteError&) {
+      awaitVerdict();
+      throw;
+    }
   }
   listener_->drain();
   testing::notifyInitStage(r, "bootstrap_ready");
+}
+
+void Bootstrap::connectControl(Deadline dl) {
+  if (options_.failures == nullptr) return;
+  const int n = options_.nranks, r = options_.rank;
+  std::vector<Socket> links(static_cast<size_t>(r == 0 ? n : 1));
+  if (r != 0) {
+    links[0] = connectPeer(0, dl);
+    Hello hello{HelloKind::kControl, options_.secret, r, n, 0, 0};
+    sendHello(links[0], hello, nullptr, dl, options_.abort);
+    links[0].setPeerName("rank 0");
+  }
+  // Rank 0's control thread takes the others' connections from the listener as they come.
+  control_ =
+      std::make_unique<ControlChannel>(r, n, std::move(links), *options_.failures, options_.control,
+                                       options_.owner, r == 0 ? listener_.get() : nullptr);
 }
 
 void Bootstrap::allGather(void* data, size_t bytesPerRank) {
@@ -118,13 +143,28 @@ void Bootstrap::allGather(void* data, size_t bytesPerRank) {
   char* base = static_cast<char*>(data);
   Deadline dl = deadline();
   // Ring: at step s each rank forwards the block it received at step s-1 (its own at s = 0).
-  for (int s = 0; s < n - 1; ++s) {
-    int sendBlock = (r - s + n) % n;
-    int recvBlock = (r - s - 1 + n) % n;
-    sendRecvAll(next_, base + sendBlock * bytesPerRank, bytesPerRank, prev_,
-                base + recvBlock * bytesPerRank, bytesPerRank, dl, options_.abort);
+  try {
+    for (int s = 0; s < n - 1; ++s) {
+      int sendBlock = (r - s + n) % n;
+      int recvBlock = (r - s - 1 + n) % n;
+      sendRecvAll(next_, base + sendBlock * bytesPerRank, bytesPerRank, prev_,
+                  base + recvBlock * bytesPerRank, bytesPerRank, dl, options_.abort);
+    }
+  } catch (const RemoteError&) {
+    awaitVerdict();
+    throw;
   }
   listener_->drain();
+}
+
+void Bootstrap::awaitVerdict() const {
+  if (options_.abort == nullptr || control_ == nullptr) return;
+  // A neighbour that closed the ring may be a survivor that failed first: the control channel
+  // names the rank that died (rank 0 relays it within milliseconds), so give it that long.
+  Deadline grace = Deadline::after(std::chrono::milliseconds(kVerdictGraceMs));
+  while (!options_.abort->raised() && !grace.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  throwIfAborted(options_.abort, "the bootstrap exchange");
 }
 
 void Bootstrap::barrier() {

@@ -1,5 +1,6 @@
 // The bootstrap network of one communicator: every rank's authenticated listener, a ring of
-// TCP connections (rank -> rank+1) kept open for small collectives (allGather, barrier), and
+// TCP connections (rank -> rank+1) kept open for small collectives (allGather, barrier), the
+// control channel (a star through rank 0 that spreads failures and progress reports), and
 // tagged point-to-point messages for connection setup. It carries control data only, never
 // user buffers.
 #pragma once
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "src/bootstrap/control_channel.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/net/auth_listener.h"
 #include "src/net/socket.h"
@@ -22,6 +24,10 @@ struct BootstrapOptions {
   std::chrono::milliseconds timeout{0};  // 0: wait forever
   AbortFlag abort = nullptr;
   std::string owner;  // for logs: "comm 'name' rank r"
+  // Where the control channel records the job's failures (usually what `abort` points to);
+  // nullptr: no control channel.
+  Interrupt* failures = nullptr;
+  ControlChannel::Hooks control;
 };
 
 class Bootstrap {
@@ -54,6 +60,8 @@ class Bootstrap {
   Socket connectData(int peer, uint32_t tag);
   Socket acceptData(int peer, uint32_t tag);
   AbortFlag abortFlag() const { return options_.abort; }
+  // The control channel (control_channel.h); nullptr without options.failures.
+  ControlChannel* control() { return control_.get(); }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   // This rank's listener and every rank's listener address, for an exchange that must not wait
   // on the ring or on ranks known to be dead (loomCommShrink reaches only the survivors).
@@ -64,6 +72,13 @@ class Bootstrap {
   Bootstrap(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
             const BootstrapOptions& options);
   void connectRing();
+  // Before the ring: every rank but 0 connects to rank 0 (control_channel.h), so a rank that
+  // dies from then on is named to all by rank 0.
+  void connectControl(Deadline deadline);
+  // After a ring peer closed: waits briefly for the control channel to name the rank that
+  // died, and throws that failure if it comes.
+  void awaitVerdict() const;
+  static constexpr int kVerdictGraceMs = 300;
   Socket connectPeer(int peer, Deadline deadline);
   Deadline deadline() const;
 
@@ -72,6 +87,8 @@ class Bootstrap {
   BootstrapOptions options_;
   Socket next_;  // to rank+1
   Socket prev_;  // from rank-1
+  // Declared last: destroyed first, so its goodbye goes out while the ring is still open.
+  std::unique_ptr<ControlChannel> control_;
 };
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <set>
 
@@ -11,12 +12,29 @@
 #include "src/base/host_id.h"
 #include "src/base/logging.h"
 #include "src/comm/device.h"
+#include "src/comm/hang_report.h"
 #include "src/comm/ring_setup.h"
 #include "src/topo/system_exchange.h"
 #include "transports/registry.h"
 #include "transports/slot_ring.h"
 
 namespace loom {
+namespace {
+
+int rankNamedIn(const std::string& message) {
+  // Transport errors name the peer as "rank N" ("rank 2 is gone: ..."); describe() names this
+  // rank as "rank r/n", which is skipped.
+  for (size_t at = message.find("rank "); at != std::string::npos;
+       at = message.find("rank ", at + 1)) {
+    size_t end = at + 5;
+    while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+    if (end == at + 5 || (end < message.size() && message[end] == '/')) continue;
+    return std::stoi(message.substr(at + 5, end - at - 5));
+  }
+  return -1;
+}
+
+}  // namespace
 
 CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent) {
   CommOptions o;
@@ -66,16 +84,28 @@ Comm::Comm(CommOptions options, int rank, int nranks)
       recorder_(options_.name, rank, nranks) {}
 
 Comm::~Comm() {
-  abort_ = true;
+  interrupt_->abortLocally();
   if (worker_.joinable()) worker_.join();
+  stopStuckReporter();
 }
 
 std::string Comm::describe() const {
   return strCat("comm '", options_.name, "' rank ", rank_, "/", nranks_);
 }
 
-BootstrapOptions Comm::bootstrapOptions(const Secret& secret) const {
-  return BootstrapOptions{secret, rank_, nranks_, options_.timeout, &abort_, describe()};
+BootstrapOptions Comm::bootstrapOptions(const Secret& secret) {
+  BootstrapOptions o{secret, rank_, nranks_, options_.timeout, interrupt_.get(), describe()};
+  o.failures = interrupt_.get();
+  o.control.progress = [this] { return calls_.snapshot(); };
+  int64_t stuck = envInt(EnvVar::LOOM_WARN_STUCK_S);
+  LOOM_ENFORCE(stuck >= 0, InvalidArgument, "LOOM_WARN_STUCK_S=", stuck,
+               " is negative; give seconds, or 0 to turn the warning off");
+  warnStuck_ = std::chrono::milliseconds(stuck * 1000);
+  if (stuck > 0) {
+    o.control.tick = [this] { checkStuck(); };
+    o.control.tickMs = static_cast<int>(std::min<int64_t>(1000, stuck * 1000));
+  }
+  return o;
 }
 
 void Comm::initFromId(const UniqueIdContents& id) {
@@ -174,6 +204,10 @@ void Comm::startAsync(std::function<void()> work) {
 }
 
 void Comm::requireReady(const char* operation) const {
+  if (const Interrupt* failure = interrupt_->failure())
+    throw Error(failure->code(), strCat(operation, " on ", describe(),
+                                        ": the communicator failed: ", failure->message(),
+                                        ". Destroy it (loomCommDestroy)."));
   loomResult_t state = state_.load();
   LOOM_ENFORCE(state != loomInProgress, InvalidUsage, operation, " on ", describe(),
                ": its init has not finished; poll loomCommGetAsyncError until it returns "
@@ -229,6 +263,7 @@ std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOp
     if (members[i] == rank_) newRank = static_cast<int>(i);
   }
   auto child = std::make_shared<Comm>(childOptions, newRank, static_cast<int>(members.size()));
+  child->interrupt_->inheritFrom(interrupt_);  // the parent's failures end the child's waits
   // The child proves the parent's secret: it is the same job.
   child->initFromPeers(std::move(listener), std::move(peers), secret);
   return child;
@@ -326,7 +361,7 @@ void Comm::connect(const std::vector<LinkRequest>& wanted) {
         throw Error(connectFailure_ != loomSuccess ? connectFailure_ : loomInternalError,
                     strCat("connection setup failed in another operation of ", describe(), ": ",
                            connectFailureMessage_));
-      throwIfAborted(&abort_, "connection setup");
+      throwIfAborted(interrupt_.get(), "connection setup");
       connectDone_.wait_for(lock, std::chrono::milliseconds(kAbortPollMs));
     }
   }
@@ -365,6 +400,7 @@ void Comm::drainStreams() {
 }
 
 void Comm::releaseResources() {
+  stopStuckReporter();
   // Waits for other threads' calls to leave: runs (an abort makes them fail fast), then
   // connection batches.
   for (auto& layer : layers_)
@@ -397,8 +433,13 @@ void Comm::finalize() {
 }
 
 void Comm::abort() {
-  abort_ = true;
+  interrupt_->abortLocally();
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  {
+    // The others see this rank leave (after the waits here stopped: init holds opMutex_).
+    std::lock_guard<std::mutex> lock(opMutex_);
+    if (bootstrap_ && bootstrap_->control()) bootstrap_->control()->leave();
+  }
   drainStreams();      // their operations see the abort flag and fail fast
   releaseResources();  // waits for other threads' calls to leave
   recorder_.dumpOnce("loomCommAbort");
@@ -417,12 +458,86 @@ void Comm::destroy() {
 void Comm::markFailed(loomResult_t code) {
   loomResult_t expected = loomSuccess;
   state_.compare_exchange_strong(expected, code);
+  if (code == loomRemoteError && interrupt_->failure() == nullptr) {
+    {
+      // The connection that failed here may be to a survivor that failed first and exited: the
+      // control channel names the rank that died within milliseconds, so wait that long for it.
+      std::unique_lock<std::mutex> lock(opMutex_, std::try_to_lock);
+      if (lock.owns_lock() && bootstrap_ && bootstrap_->control())
+        bootstrap_->control()->awaitVerdict(std::chrono::milliseconds(kVerdictGraceMs));
+    }
+    if (interrupt_->failure() == nullptr) {
+      std::string message;
+      {
+        std::lock_guard<std::mutex> lock(lastErrorMutex_);
+        message = lastError_;
+      }
+      reportFailure(code, rankNamedIn(message), strCat("rank ", rank_, " reports: ", message));
+    }
+  }
   if (code == loomRemoteError || code == loomTimeout) {
     std::unique_lock<std::mutex> lock(lastErrorMutex_);
     std::string reason = strCat(resultName(code), ": ", lastError_);
     lock.unlock();
     recorder_.dumpOnce(reason);
   }
+}
+
+void Comm::reportFailure(loomResult_t code, int rank, const std::string& message) {
+  ControlChannel* control = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(opMutex_, std::try_to_lock);
+    // Without the lock (init or split in progress on another thread), the interrupt alone.
+    if (lock.owns_lock() && bootstrap_) control = bootstrap_->control();
+    if (control != nullptr) {
+      control->reportFailure(code, rank, message);
+      return;
+    }
+  }
+  interrupt_->fail(code, rank, message);
+}
+
+std::string Comm::hangReport() {
+  std::vector<RankProgress> table;
+  {
+    std::unique_lock<std::mutex> lock(opMutex_, std::try_to_lock);
+    if (!lock.owns_lock() || !bootstrap_ || bootstrap_->control() == nullptr) return "";
+    // Bounded: rank 0 waits kRoundWait for the ranks, this rank a little longer for rank 0.
+    table = bootstrap_->control()->gatherProgress(std::chrono::milliseconds(1500));
+  }
+  return formatHangReport(rank_, table);
+}
+
+void Comm::checkStuck() {
+  std::lock_guard<std::mutex> lock(stuckMutex_);
+  if (stuckClosed_ || stuckReporting_.load()) return;
+  if (stuckReporter_.joinable()) stuckReporter_.join();  // the last one has finished
+  CallProgress::Clock::duration age{};
+  const uint64_t call = calls_.inFlight(&age);
+  if (call == 0 || call == stuckWarned_ || age < warnStuck_) return;
+  stuckWarned_ = call;
+  stuckReporting_ = true;
+  // Its own thread: the report needs answers that this control thread delivers.
+  stuckReporter_ = std::thread([this, age] {
+    std::string report = hangReport();
+    if (!report.empty()) {
+      LOOM_WARN(kLogColl, describe(), ": a call has waited ",
+                std::chrono::duration_cast<std::chrono::seconds>(age).count(),
+                " s (LOOM_WARN_STUCK_S) and goes on waiting: ", report);
+      dumpFlightRecord("LOOM_WARN_STUCK_S: " + report);
+    }
+    stuckReporting_ = false;
+  });
+}
+
+void Comm::stopStuckReporter() {
+  std::thread reporter;
+  {
+    std::lock_guard<std::mutex> lock(stuckMutex_);
+    stuckClosed_ = true;
+    reporter = std::move(stuckReporter_);
+  }
+  if (reporter.joinable()) reporter.join();
 }
 
 void Comm::setLastError(const std::string& message) {

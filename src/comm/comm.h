@@ -19,6 +19,7 @@
 #include "loom/loom.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/unique_id.h"
+#include "src/comm/call_progress.h"
 #include "src/comm/connection_key.h"
 #include "src/comm/flight_recorder.h"
 #include "src/topo/system.h"
@@ -138,7 +139,6 @@ class Comm final : public loomComm, public transport::Peers {
   // connections, which they post anyway - as they would for the data - and a rank whose
   // streams reach connection setup in a different order than its peer's cannot deadlock.
   void connect(const std::vector<LinkRequest>& wanted);
-  AbortFlag abortFlag() const { return &abort_; }
   // Numbers operations, for messages ("AllReduce #12").
   uint64_t nextOpNumber() { return ++opCounter_; }
   // Reduction ops made by loomRedOpCreatePreMulSum: handle values from loomNumOps up.
@@ -162,13 +162,35 @@ class Comm final : public loomComm, public transport::Peers {
   // The path class between two ranks from the topology (kNetwork between hosts when the
   // topology does not cover them).
   topo::PathClass pathBetween(int a, int b) const;
-  loomResult_t asyncError() const { return state_.load(); }
+  // The init's outcome, a data-path failure, or the job's failure that reached this rank.
+  loomResult_t asyncError() const {
+    const loomResult_t state = state_.load();
+    if (state != loomSuccess) return state;
+    const Interrupt* failure = interrupt_->failure();
+    return failure != nullptr ? failure->code() : state;
+  }
   // Throws InvalidUsage unless init finished successfully and finalize was not called.
   void requireReady(const char* operation) const;
 
   // A data-path error leaves the communicator unusable (peers may be mid-operation): later
-  // calls fail with a message saying so, and loomCommGetAsyncError reports `code`.
+  // calls fail with a message saying so, and loomCommGetAsyncError reports `code`. A dead or
+  // failed peer (loomRemoteError) is also told to every rank (reportFailure), with the message
+  // set by the setLastError that comes just before.
   void markFailed(loomResult_t code);
+  static constexpr int kVerdictGraceMs = 300;
+
+  // ---- Faults and hang reports (bootstrap/control_channel.h, docs/architecture.md) ----
+  // What every wait of this communicator watches: loomCommAbort here, the job's first failure
+  // (seen here or by any rank, through the control channel), or its split parent's failure.
+  AbortFlag abortFlag() const { return interrupt_.get(); }
+  // Records the failure of the job (a dead peer, `rank`; -1 when unknown) and, if it is the
+  // first, tells every rank, whose waits then fail with it.
+  void reportFailure(loomResult_t code, int rank, const std::string& message);
+  // The calls issued and completed here, for hang reports.
+  CallProgress& calls() { return calls_; }
+  // Asks every rank what it did last and says which have not arrived at this rank's call in
+  // flight (hang_report.h). Empty when there is none or the ranks cannot be asked.
+  std::string hangReport();
 
   void setLastError(const std::string& message);
   const char* lastError();
@@ -184,14 +206,25 @@ class Comm final : public loomComm, public transport::Peers {
   void exchangeRankInfo();
   // Topology: discover (or load LOOM_TOPO_FILE), exchange, build system_, dump. Collective.
   void discoverTopology();
-  BootstrapOptions bootstrapOptions(const Secret& secret) const;
+  BootstrapOptions bootstrapOptions(const Secret& secret);
+  // LOOM_WARN_STUCK_S, on the control thread: starts a hang report once per stuck call.
+  void checkStuck();
+  void stopStuckReporter();
   void releaseResources();
   std::string describe() const;
 
   const CommOptions options_;
   const int rank_;
   const int nranks_;
-  std::atomic<bool> abort_{false};
+  // Faults and hang reports (see abortFlag()). Shared: a split child watches its parent's.
+  std::shared_ptr<Interrupt> interrupt_ = std::make_shared<Interrupt>();
+  CallProgress calls_;
+  std::chrono::milliseconds warnStuck_{0};  // LOOM_WARN_STUCK_S; 0: off
+  std::mutex stuckMutex_;                   // the three below
+  bool stuckClosed_ = false;
+  uint64_t stuckWarned_ = 0;  // the call reported last
+  std::thread stuckReporter_;
+  std::atomic<bool> stuckReporting_{false};
   std::atomic<loomResult_t> state_{loomInProgress};
   bool finalized_ = false;
   // Held by every operation that uses the bootstrap ring (init, split, finalize). Connection

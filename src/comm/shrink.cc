@@ -111,7 +111,7 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
     // stays unusable, as after a peer's failure. Its connections close, so that survivors still
     // waiting in a call for this rank's data fail now and come to shrink too; its bootstrap
     // stays for the exchange below.
-    abort_ = true;
+    interrupt_->abortLocally();
     drainStreams();
     for (auto& layer : layers_)
       if (layer) layer->quiesce();

@@ -106,7 +106,7 @@ void AuthListener::progress(Pending& p, bool& finished) {
       why = strCat("it speaks bootstrap version ", version, ", this loom ", kWireVersion);
     } else if (!secretsEqual(p.hello.secret, secret_)) {
       why = "it did not prove the job's secret";
-    } else if (kind < 1 || kind > 4) {
+    } else if (kind < 1 || kind > 5) {
       why = strCat("unknown connection kind ", kind);
     } else if (p.hello.payloadBytes > kMaxBootstrapPayload) {
       why = strCat("it announced ", p.hello.payloadBytes, " bytes, more than the ",
@@ -214,6 +214,22 @@ std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
   IncomingConnection c = std::move(ready_.front());
   ready_.pop_front();
   return c;
+}
+
+std::optional<IncomingConnection> AuthListener::tryTake(
+    const std::function<bool(const Hello&)>& want, int timeoutMs) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+      if (want(it->hello)) {
+        IncomingConnection c = std::move(*it);
+        ready_.erase(it);
+        return c;
+      }
+    }
+    if (pass == 0) pollOrWait(lock, timeoutMs, nullptr);
+  }
+  return std::nullopt;
 }
 
 IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>& want,

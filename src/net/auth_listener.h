@@ -24,6 +24,7 @@ enum class HelloKind : uint16_t {
   kRing = 2,      // rank -> next rank in the bootstrap ring, kept open for collectives
   kMessage = 3,   // rank -> rank: one tagged message, then the connection closes
   kData = 4,      // rank -> rank: a data connection of a transport, matched by tag, kept open
+  kControl = 5,   // rank -> rank 0: the communicator's control channel, kept open
 };
 
 struct Hello {
@@ -70,6 +71,10 @@ class AuthListener {
                              const Socket* watch = nullptr);
   // Accepts and checks what is pending without waiting.
   void drain();
+  // A connection whose Hello satisfies `want`, waiting up to `timeoutMs` for it (0: only what
+  // is pending), else nothing.
+  std::optional<IncomingConnection> tryTake(const std::function<bool(const Hello&)>& want,
+                                            int timeoutMs);
 
  private:
   struct Pending {

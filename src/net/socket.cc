@@ -16,14 +16,6 @@
 
 namespace loom {
 
-void throwIfAborted(AbortFlag abort, const char* what) {
-  if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
-    throw InvalidUsage(strCat(what,
-                              " was interrupted: the communicator was aborted "
-                              "(loomCommAbort)"));
-  }
-}
-
 // ---- SocketAddress ------------------------------------------------------------------------
 
 int SocketAddress::port() const {
