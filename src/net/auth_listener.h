@@ -42,6 +42,10 @@ inline constexpr uint32_t kMaxBootstrapPayload = 16u << 20;
 // A peer that holds the secret sends its whole Hello at once; one that takes longer is refused.
 inline constexpr int kHelloDeadlineMs = 10000;
 
+// Decodes the kHelloBytes of a Hello into `hello` and checks them against the job's `secret`.
+// Returns why the connection must be refused ("" when it may go on to its payload).
+std::string parseHello(const uint8_t* bytes, const Secret& secret, Hello* hello);
+
 // Writes the Hello and its payload.
 void sendHello(Socket& socket, const Hello& hello, const void* payload, Deadline deadline,
                AbortFlag abort);
