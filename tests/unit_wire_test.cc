@@ -407,6 +407,29 @@ TEST_F(AuthListenerTest, AdmitsHellosWithoutPayload) {
   EXPECT_TRUE(got[1].payload.empty());
 }
 
+TEST_F(AuthListenerTest, RefusesRanksOutsideTheCommunicatorOnceKnown) {
+  listener_.expectRanks(4);
+  expectRefused(helloBytes(makeHello(HelloKind::kMessage, secret_, 4, 4, 1, 0)), false);
+  expectRefused(helloBytes(makeHello(HelloKind::kMessage, secret_, -1, 4, 1, 0)), false);
+  expectRefused(helloBytes(makeHello(HelloKind::kData, secret_, 1, 5, 1, 0)), false);
+  expectRefused(helloBytes(makeHello(HelloKind::kRegister, secret_, 1, 4, 0, 0)), false);
+  // A rank of the communicator is still admitted.
+  Socket ok = connectClient();
+  sendHello(ok, makeHello(HelloKind::kRing, secret_, 3, 4, 0, 0), nullptr, soon(), nullptr);
+  IncomingConnection c =
+      listener_.waitFor([](const Hello& h) { return h.rank == 3; }, soon(), nullptr, "rank 3");
+  EXPECT_EQ(c.hello.kind, HelloKind::kRing);
+}
+
+TEST_F(AuthListenerTest, AdmittedMessagesHoldNoSocket) {
+  Socket client = connectClient();
+  sendHello(client, makeHello(HelloKind::kMessage, secret_, 1, 2, 9, 1), "M", soon(), nullptr);
+  IncomingConnection c =
+      listener_.waitFor([](const Hello& h) { return h.tag == 9; }, soon(), nullptr, "tag 9");
+  EXPECT_EQ(std::string(c.payload.begin(), c.payload.end()), "M");
+  EXPECT_FALSE(c.socket.valid());
+}
+
 TEST_F(AuthListenerTest, RefusesWrongSecret) {
   expectRefused(helloBytes(makeHello(HelloKind::kRegister, secretOf(12), 0, 2, 0, 0)), false);
 }
@@ -462,7 +485,7 @@ TEST_F(AuthListenerTest, SlowClientDoesNotDelayValidOne) {
   const uint64_t before = testing::refusedConnectionCount();
   // The slow client trickles a valid Hello one byte per 50 ms but holds back its last byte
   // until released, so it is certainly still pending when the valid client arrives.
-  std::vector<uint8_t> slowBytes = helloBytes(makeHello(HelloKind::kMessage, secret_, 2, 4, 5, 0));
+  std::vector<uint8_t> slowBytes = helloBytes(makeHello(HelloKind::kData, secret_, 2, 4, 5, 0));
   std::atomic<size_t> slowSent{0};
   std::atomic<bool> release{false};
   std::atomic<bool> slowFailed{false};

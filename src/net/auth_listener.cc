@@ -113,6 +113,14 @@ void AuthListener::progress(Pending& p, bool& finished) {
     p.header.insert(p.header.end(), buf, buf + n);
     if (p.header.size() < kHelloBytes) return;
     std::string why = parseHello(p.header.data(), secret_, &p.hello);
+    const int expected = expectedRanks_.load(std::memory_order_relaxed);
+    if (why.empty() && expected > 0 &&
+        (p.hello.kind == HelloKind::kRegister || p.hello.nranks != expected || p.hello.rank < 0 ||
+         p.hello.rank >= expected)) {
+      why =
+          strCat("its Hello (kind ", static_cast<int>(p.hello.kind), ") claims rank ", p.hello.rank,
+                 " of ", p.hello.nranks, ", not a rank of this communicator of ", expected);
+    }
     if (!why.empty()) {
       refuse(p, why);
       finished = true;
@@ -132,10 +140,20 @@ void AuthListener::progress(Pending& p, bool& finished) {
     p.payloadGot += static_cast<size_t>(n);
   }
   if (p.payloadGot == p.payload.size()) {
-    p.socket.setPeerName(strCat("rank ", p.hello.rank));
-    std::lock_guard<std::mutex> lock(mutex_);
-    ready_.push_back({std::move(p.socket), p.hello, std::move(p.payload)});
     finished = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (readyBytes_ + p.payload.size() <= kMaxUnclaimedBytes) {
+        // A message is complete with its payload: its socket need not hold an fd meanwhile.
+        if (p.hello.kind == HelloKind::kMessage) p.socket.close();
+        p.socket.setPeerName(strCat("rank ", p.hello.rank));
+        readyBytes_ += p.payload.size();
+        ready_.push_back({std::move(p.socket), p.hello, std::move(p.payload)});
+        return;
+      }
+    }
+    refuse(p, strCat("its ", p.payload.size(), " payload bytes would exceed the ",
+                     kMaxUnclaimedBytes, " bytes of messages that nobody has claimed yet"));
   }
 }
 
@@ -214,6 +232,7 @@ std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
   if (ready_.empty()) return std::nullopt;
   IncomingConnection c = std::move(ready_.front());
   ready_.pop_front();
+  readyBytes_ -= c.payload.size();
   return c;
 }
 
@@ -226,6 +245,7 @@ IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>
       if (want(it->hello)) {
         IncomingConnection c = std::move(*it);
         ready_.erase(it);
+        readyBytes_ -= c.payload.size();
         return c;
       }
     }
