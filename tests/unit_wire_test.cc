@@ -576,6 +576,52 @@ TEST_F(AuthListenerTest, WaitForAbortedIsInvalidUsage) {
   EXPECT_TRUE(contains(msg, "abort")) << msg;
 }
 
+// ---- the root against impossible registrations ---------------------------------------------
+
+TEST(RootWire, BadRegistrationsAreRefusedAndMalformedOnesThrow) {
+  RootRegistration reg{SocketAddress::parse("127.0.0.1:4321"), 5000};
+  std::vector<char> bytes = encodeRegistration(reg);
+  bytes.push_back(0);  // trailing bytes
+  EXPECT_THROW(decodeRegistration(bytes), RemoteError);
+  reg.timeoutMs = -1;
+  EXPECT_THROW(decodeRegistration(encodeRegistration(reg)), RemoteError);
+  reg.timeoutMs = kMaxRootTimeoutMs + 1;
+  EXPECT_THROW(decodeRegistration(encodeRegistration(reg)), RemoteError);
+  // An unknown status or an absurd rank count in a reply.
+  RootReply reply;
+  reply.status = static_cast<loomResult_t>(loomNumResults);
+  reply.message = "x";
+  std::vector<char> framed = encodeReply(reply);
+  EXPECT_THROW(decodeReplyBody(std::vector<char>(framed.begin() + 4, framed.end())), RemoteError);
+  std::vector<char> body{0, 0, 0, 0, 0x7f, 0, 0, 0};  // success, 2^31 ranks, no addresses
+  EXPECT_THROW(decodeReplyBody(body), RemoteError);
+}
+
+TEST(RootWire, ImpossibleFirstRegistrationIsAnsweredAloneAndTheRootGoesOn) {
+  const Secret secret = randomSecret();
+  SocketAddress root = startBootstrapRoot(SocketAddress::parse("127.0.0.1:0"), secret);
+  std::vector<char> payload =
+      encodeRegistration(RootRegistration{SocketAddress::parse("127.0.0.1:4321"), 5000});
+  for (int nranks : {-1, 0, INT32_MAX}) {
+    Socket s = Socket::connect(root, soon(), nullptr, true);
+    sendHello(s,
+              makeHello(HelloKind::kRegister, secret, 0, nranks, 0,
+                        static_cast<uint32_t>(payload.size())),
+              payload.data(), soon(), nullptr);
+    RootReply r = receiveReply(s, soon(), nullptr);
+    EXPECT_EQ(r.status, loomInvalidArgument) << nranks;
+  }
+  // A real one-rank job still gets its answer from the same root.
+  Socket s = Socket::connect(root, soon(), nullptr, true);
+  sendHello(s,
+            makeHello(HelloKind::kRegister, secret, 0, 1, 0, static_cast<uint32_t>(payload.size())),
+            payload.data(), soon(), nullptr);
+  RootReply r = receiveReply(s, soon(), nullptr);
+  EXPECT_EQ(r.status, loomSuccess) << r.message;
+  ASSERT_EQ(r.listeners.size(), 1u);
+  EXPECT_EQ(r.listeners[0].toString(), "127.0.0.1:4321");
+}
+
 // ---- Socket -------------------------------------------------------------------------------
 
 TEST(Socket, ConnectToClosedPortFailsByItsDeadline) {
