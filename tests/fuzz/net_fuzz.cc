@@ -109,22 +109,33 @@ int rankMain(int rank, const std::string& idHex, const std::string& stopFile) {
       int32_t one = 1, sum = 0;
       ++calls;
       if (loomAllReduce(&one, &sum, 1, loomInt32, loomSum, child, nullptr) != loomSuccess) {
+        std::printf("allreduce on a split communicator: %s\n", loomGetLastError(child));
         ++errors;
         break;
       }
       if (sum != n) ++wrong;
+      // Finalize first: a peer may still be receiving this rank's last step (loom.h).
+      if (loomCommFinalize(child) != loomSuccess) {
+        std::printf("finalize of a split communicator: %s\n", loomGetLastError(child));
+        ++errors;
+        break;
+      }
       loomCommDestroy(child);
     }
     // Stop together: any rank that sees the stop file makes every rank stop after this call.
     int32_t stop = access(stopFile.c_str(), F_OK) == 0 ? 1 : 0, anyStop = 0;
     ++calls;
     if (loomAllReduce(&stop, &anyStop, 1, loomInt32, loomMax, comm, nullptr) != loomSuccess) {
+      std::printf("allreduce: %s\n", loomGetLastError(comm));
       ++errors;
       break;
     }
     if (anyStop != 0) break;
   }
-  if (errors == 0 && loomCommFinalize(comm) != loomSuccess) ++errors;
+  if (errors == 0 && loomCommFinalize(comm) != loomSuccess) {
+    std::printf("finalize: %s\n", loomGetLastError(comm));
+    ++errors;
+  }
   loomCommDestroy(comm);
   report("done");
   return errors == 0 && wrong == 0 ? 0 : 1;
@@ -246,14 +257,14 @@ int fuzzMain(int argc, char** argv) {
   unlink(stopFile);
 
   // Strangers at the job's own root before the ranks arrive: it must still gather them.
-  uint64_t sent = 0, notTaken = 0;
+  uint64_t toJobRoot = 0, notTaken = 0;
   for (int i = 0; i < 200; ++i) {
     std::vector<uint8_t> junk(fuzzer.mutator().below(80));
     for (auto& c : junk) c = static_cast<uint8_t>(fuzzer.mutator().next());
     int fd = sendFrame(contents.root.port(), junk);
     if (fd >= 0) {
       closeWithReset(fd);
-      ++sent;
+      ++toJobRoot;
     } else {
       ++notTaken;
     }
@@ -297,7 +308,7 @@ int fuzzMain(int argc, char** argv) {
   const auto period = std::chrono::nanoseconds(1000000000 / std::max<uint64_t>(rate, 1));
   auto next = std::chrono::steady_clock::now();
   uint64_t toRanks = 0, toRoots = 0;
-  while (sent < frames) {
+  for (uint64_t attempt = 0; attempt < frames; ++attempt) {
     readRanks();
     if (roots.empty() || fuzzer.mutator().chance(500)) {
       roots.push_back(
@@ -311,7 +322,6 @@ int fuzzMain(int argc, char** argv) {
     int fd = sendFrame(port, fuzzer.frame(toRoot));
     if (fd >= 0) {
       open.push_back(fd);
-      ++sent;
       ++(toRoot ? toRoots : toRanks);
     } else {
       ++notTaken;  // a closed split listener, or a full backlog
@@ -354,12 +364,14 @@ int fuzzMain(int argc, char** argv) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "loom_net_fuzz: seed %llu: %llu frames (%llu to rank listeners, %llu to roots, %llu not "
-      "taken), %zu listeners seen; job: %llu calls, %llu wrong, %llu errors; %s, %.1f s\n",
-      static_cast<unsigned long long>(seed), static_cast<unsigned long long>(sent),
+      "loom_net_fuzz: seed %llu: %llu frames (%llu to rank listeners, %llu to fuzzed roots, %llu "
+      "to the job's root, %llu not taken), %zu listeners seen; job: %llu calls, %llu wrong, %llu "
+      "errors; %s, %.1f s\n",
+      static_cast<unsigned long long>(seed),
+      static_cast<unsigned long long>(toRanks + toRoots + toJobRoot + notTaken),
       static_cast<unsigned long long>(toRanks), static_cast<unsigned long long>(toRoots),
-      static_cast<unsigned long long>(notTaken), ports.size(),
-      static_cast<unsigned long long>(calls), static_cast<unsigned long long>(wrong),
+      static_cast<unsigned long long>(toJobRoot), static_cast<unsigned long long>(notTaken),
+      ports.size(), static_cast<unsigned long long>(calls), static_cast<unsigned long long>(wrong),
       static_cast<unsigned long long>(errors), ok ? "0 crashes, 0 hangs" : "FAILED", seconds);
   return ok && wrong == 0 && errors == 0 ? 0 : 1;
 }
