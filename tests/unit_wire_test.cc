@@ -407,6 +407,29 @@ TEST_F(AuthListenerTest, AdmitsHellosWithoutPayload) {
   EXPECT_TRUE(got[1].payload.empty());
 }
 
+TEST_F(AuthListenerTest, RefusesRanksOutsideTheCommunicatorOnceKnown) {
+  listener_.expectRanks(4);
+  expectRefused(helloBytes(makeHello(HelloKind::kMessage, secret_, 4, 4, 1, 0)), false);
+  expectRefused(helloBytes(makeHello(HelloKind::kMessage, secret_, -1, 4, 1, 0)), false);
+  expectRefused(helloBytes(makeHello(HelloKind::kData, secret_, 1, 5, 1, 0)), false);
+  expectRefused(helloBytes(makeHello(HelloKind::kRegister, secret_, 1, 4, 0, 0)), false);
+  // A rank of the communicator is still admitted.
+  Socket ok = connectClient();
+  sendHello(ok, makeHello(HelloKind::kRing, secret_, 3, 4, 0, 0), nullptr, soon(), nullptr);
+  IncomingConnection c =
+      listener_.waitFor([](const Hello& h) { return h.rank == 3; }, soon(), nullptr, "rank 3");
+  EXPECT_EQ(c.hello.kind, HelloKind::kRing);
+}
+
+TEST_F(AuthListenerTest, AdmittedMessagesHoldNoSocket) {
+  Socket client = connectClient();
+  sendHello(client, makeHello(HelloKind::kMessage, secret_, 1, 2, 9, 1), "M", soon(), nullptr);
+  IncomingConnection c =
+      listener_.waitFor([](const Hello& h) { return h.tag == 9; }, soon(), nullptr, "tag 9");
+  EXPECT_EQ(std::string(c.payload.begin(), c.payload.end()), "M");
+  EXPECT_FALSE(c.socket.valid());
+}
+
 TEST_F(AuthListenerTest, RefusesWrongSecret) {
   expectRefused(helloBytes(makeHello(HelloKind::kRegister, secretOf(12), 0, 2, 0, 0)), false);
 }
@@ -462,7 +485,7 @@ TEST_F(AuthListenerTest, SlowClientDoesNotDelayValidOne) {
   const uint64_t before = testing::refusedConnectionCount();
   // The slow client trickles a valid Hello one byte per 50 ms but holds back its last byte
   // until released, so it is certainly still pending when the valid client arrives.
-  std::vector<uint8_t> slowBytes = helloBytes(makeHello(HelloKind::kMessage, secret_, 2, 4, 5, 0));
+  std::vector<uint8_t> slowBytes = helloBytes(makeHello(HelloKind::kData, secret_, 2, 4, 5, 0));
   std::atomic<size_t> slowSent{0};
   std::atomic<bool> release{false};
   std::atomic<bool> slowFailed{false};
@@ -552,6 +575,52 @@ TEST_F(AuthListenerTest, WaitForAbortedIsInvalidUsage) {
     listener_.waitFor([](const Hello&) { return true; }, soon(), &abort, "the unit test");
   });
   EXPECT_TRUE(contains(msg, "abort")) << msg;
+}
+
+// ---- the root against impossible registrations ---------------------------------------------
+
+TEST(RootWire, BadRegistrationsAreRefusedAndMalformedOnesThrow) {
+  RootRegistration reg{SocketAddress::parse("127.0.0.1:4321"), 5000};
+  std::vector<char> bytes = encodeRegistration(reg);
+  bytes.push_back(0);  // trailing bytes
+  EXPECT_THROW(decodeRegistration(bytes), RemoteError);
+  reg.timeoutMs = -1;
+  EXPECT_THROW(decodeRegistration(encodeRegistration(reg)), RemoteError);
+  reg.timeoutMs = kMaxRootTimeoutMs + 1;
+  EXPECT_THROW(decodeRegistration(encodeRegistration(reg)), RemoteError);
+  // An unknown status or an absurd rank count in a reply.
+  RootReply reply;
+  reply.status = static_cast<loomResult_t>(loomNumResults);
+  reply.message = "x";
+  std::vector<char> framed = encodeReply(reply);
+  EXPECT_THROW(decodeReplyBody(std::vector<char>(framed.begin() + 4, framed.end())), RemoteError);
+  std::vector<char> body{0, 0, 0, 0, 0x7f, 0, 0, 0};  // success, 2^31 ranks, no addresses
+  EXPECT_THROW(decodeReplyBody(body), RemoteError);
+}
+
+TEST(RootWire, ImpossibleFirstRegistrationIsAnsweredAloneAndTheRootGoesOn) {
+  const Secret secret = randomSecret();
+  SocketAddress root = startBootstrapRoot(SocketAddress::parse("127.0.0.1:0"), secret);
+  std::vector<char> payload =
+      encodeRegistration(RootRegistration{SocketAddress::parse("127.0.0.1:4321"), 5000});
+  for (int nranks : {-1, 0, INT32_MAX}) {
+    Socket s = Socket::connect(root, soon(), nullptr, true);
+    sendHello(s,
+              makeHello(HelloKind::kRegister, secret, 0, nranks, 0,
+                        static_cast<uint32_t>(payload.size())),
+              payload.data(), soon(), nullptr);
+    RootReply r = receiveReply(s, soon(), nullptr);
+    EXPECT_EQ(r.status, loomInvalidArgument) << nranks;
+  }
+  // A real one-rank job still gets its answer from the same root.
+  Socket s = Socket::connect(root, soon(), nullptr, true);
+  sendHello(s,
+            makeHello(HelloKind::kRegister, secret, 0, 1, 0, static_cast<uint32_t>(payload.size())),
+            payload.data(), soon(), nullptr);
+  RootReply r = receiveReply(s, soon(), nullptr);
+  EXPECT_EQ(r.status, loomSuccess) << r.message;
+  ASSERT_EQ(r.listeners.size(), 1u);
+  EXPECT_EQ(r.listeners[0].toString(), "127.0.0.1:4321");
 }
 
 // ---- Socket -------------------------------------------------------------------------------

@@ -219,9 +219,9 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     const bool grouped = hostStreams && tlsGroup.depth > 0;
     if (recorder.enabled())
       recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr);
-    comm.calls().issue(op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
-                       op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer
-                                                                               : op.root);
+    comm.calls().issue(
+        op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
+        op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root);
     if (!hostStreams) {
       runOneNow(std::move(op));
       return loomSuccess;

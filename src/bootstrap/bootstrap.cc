@@ -20,7 +20,9 @@ std::unique_ptr<AuthListener> Bootstrap::openListener(const Secret& secret,
 
 Bootstrap::Bootstrap(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,
                      const BootstrapOptions& options)
-    : listener_(std::move(listener)), peers_(std::move(peers)), options_(options) {}
+    : listener_(std::move(listener)), peers_(std::move(peers)), options_(options) {
+  listener_->expectRanks(options_.nranks);
+}
 
 Deadline Bootstrap::deadline() const { return Deadline::after(options_.timeout); }
 

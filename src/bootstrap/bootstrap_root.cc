@@ -77,6 +77,17 @@ class Root {
       return;
     }
     if (nranks_ < 0) {
+      if (h.nranks < 1 || h.nranks > kMaxRootRanks || h.rank < 0 || h.rank >= h.nranks) {
+        // Not a size any job has: refuse this registration alone, before it fixes nranks.
+        RootReply bad{
+            loomInvalidArgument,
+            strCat("rank ", h.rank, " of ", h.nranks,
+                   " is not a valid rank of a valid job size (1 to ", kMaxRootRanks, " ranks)"),
+            {}};
+        LOOM_WARN(kLogBootstrap, bad.message);
+        send(c.socket, bad);
+        return;
+      }
       // The first rank fixes nranks and starts the clock for everyone else.
       nranks_ = h.nranks;
       firstRank_ = h.rank;
@@ -207,7 +218,12 @@ RootRegistration decodeRegistration(const std::vector<char>& bytes) {
   RootRegistration r;
   uint64_t hi = readU32(p, end), lo = readU32(p, end);
   r.timeoutMs = static_cast<int64_t>((hi << 32) | lo);
+  // Deadline arithmetic in nanoseconds must not overflow; 0 means no deadline.
+  LOOM_ENFORCE(r.timeoutMs >= 0 && r.timeoutMs <= kMaxRootTimeoutMs, RemoteError,
+               "bootstrap registration with a timeout of ", r.timeoutMs, " ms");
   r.listener = readAddress(p, end);
+  LOOM_ENFORCE(p == end, RemoteError, "bootstrap registration has ", end - p,
+               " bytes after its end");
   return r;
 }
 
@@ -235,12 +251,20 @@ RootReply receiveReply(Socket& socket, Deadline deadline, AbortFlag abort) {
                size, " bytes; is it a different loom version?");
   std::vector<char> body(size);
   socket.recvAll(body.data(), size, deadline, abort);
+  return decodeReplyBody(body);
+}
+
+RootReply decodeReplyBody(const std::vector<char>& body) {
   const char* p = body.data();
   const char* end = p + body.size();
   RootReply reply;
-  reply.status = static_cast<loomResult_t>(readU32(p, end));
+  const uint32_t status = readU32(p, end);
+  LOOM_ENFORCE(status < static_cast<uint32_t>(loomNumResults), RemoteError,
+               "the rendezvous root sent an unknown status ", status);
+  reply.status = static_cast<loomResult_t>(status);
   uint32_t count = readU32(p, end);
   if (reply.status == loomSuccess) {
+    LOOM_ENFORCE(count <= kMaxRootRanks, RemoteError, "the rendezvous root sent ", count, " ranks");
     for (uint32_t i = 0; i < count; ++i) reply.listeners.push_back(readAddress(p, end));
   } else {
     LOOM_ENFORCE(end - p >= static_cast<long>(count), RemoteError, "root reply truncated");

@@ -29,11 +29,18 @@ struct RootReply {
   std::vector<SocketAddress> listeners;  // every rank's, when status is loomSuccess
 };
 
+// Bounds the root checks registrations against (a job larger than this is not a bootstrap over
+// one root's TCP listener; a timeout beyond it would overflow deadline arithmetic).
+inline constexpr int kMaxRootRanks = 1 << 20;
+inline constexpr int64_t kMaxRootTimeoutMs = int64_t{1} << 42;  // about 139 years
+
 std::vector<char> encodeRegistration(const RootRegistration& registration);
 RootRegistration decodeRegistration(const std::vector<char>& bytes);
 std::vector<char> encodeReply(const RootReply& reply);
 // Reads a reply from `socket`; throws what the transfer throws.
 RootReply receiveReply(Socket& socket, Deadline deadline, AbortFlag abort);
+// Decodes a reply's body (what follows its 4-byte size); throws RemoteError when malformed.
+RootReply decodeReplyBody(const std::vector<char>& body);
 
 // Extra time ranks wait beyond their own deadline, for the root's verdict.
 inline constexpr int kRootGraceMs = 3000;

@@ -256,6 +256,11 @@ std::shared_ptr<Comm> Comm::split(int color, int key, const CommOptions& childOp
   std::vector<SocketAddress> peers;
   int newRank = -1;
   for (size_t i = 0; i < members.size(); ++i) {
+    LOOM_ENFORCE(entries[members[i]].addressLength > 0 &&
+                     entries[members[i]].addressLength <= sizeof(sockaddr_storage),
+                 RemoteError, "rank ", members[i],
+                 " sent a split request whose listener address has ",
+                 entries[members[i]].addressLength, " bytes (is it the same loom build?)");
     SocketAddress a;
     a.storage = entries[members[i]].address;
     a.length = entries[members[i]].addressLength;

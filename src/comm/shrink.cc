@@ -156,8 +156,10 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
     std::vector<char> payload(sizeof(header) + excluded.size());
     std::memcpy(payload.data(), &header, sizeof(header));
     std::memcpy(payload.data() + sizeof(header), excluded.data(), excluded.size());
-    const Hello hello{
-        HelloKind::kMessage, secret, rank_, nranks_, tag, static_cast<uint32_t>(payload.size())};
+    // A data Hello, not a message one: the listener keeps its socket open, and the sender
+    // answers on it whether its shrink succeeded (the notice to excluded ranks below).
+    const Hello hello{HelloKind::kData, secret, rank_,
+                      nranks_,          tag,    static_cast<uint32_t>(payload.size())};
 
     // No abort flag: after a failure the parent's flag may stay raised for good. The deadline
     // bounds every wait.
@@ -201,7 +203,7 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
       try {
         c = parentListener.waitFor(
             [&](const Hello& h) {
-              return h.kind == HelloKind::kMessage && h.tag == tag && missing.count(h.rank) > 0;
+              return h.kind == HelloKind::kData && h.tag == tag && missing.count(h.rank) > 0;
             },
             deadline, nullptr,
             strCat("the loomCommShrink message of rank(s) ",

@@ -59,6 +59,31 @@ void sendHello(Socket& socket, const Hello& h, const void* payload, Deadline dea
   if (h.payloadBytes > 0) socket.sendAll(payload, h.payloadBytes, deadline, abort);
 }
 
+std::string parseHello(const uint8_t* bytes, const Secret& secret, Hello* hello) {
+  const uint8_t* q = bytes;
+  uint32_t magic = get32(q);
+  uint16_t version = get16(q);
+  uint16_t kind = get16(q);
+  std::memcpy(hello->secret.data(), q, hello->secret.size());
+  q += hello->secret.size();
+  hello->rank = static_cast<int32_t>(get32(q));
+  hello->nranks = static_cast<int32_t>(get32(q));
+  hello->tag = get32(q);
+  hello->payloadBytes = get32(q);
+  if (magic != kHelloMagic) return "it does not speak loom's bootstrap protocol (bad magic)";
+  if (version != kWireVersion)
+    return strCat("it speaks bootstrap version ", version, ", this loom ", kWireVersion);
+  if (!secretsEqual(hello->secret, secret)) return "it did not prove the job's secret";
+  if (kind < 1 || kind > static_cast<uint16_t>(HelloKind::kControl))
+    return strCat("unknown connection kind ", kind);
+  // Only now: the enum must never hold a value outside its enumerators.
+  hello->kind = static_cast<HelloKind>(kind);
+  if (hello->payloadBytes > kMaxBootstrapPayload)
+    return strCat("it announced ", hello->payloadBytes, " bytes, more than the ",
+                  kMaxBootstrapPayload, " a bootstrap message may have");
+  return "";
+}
+
 AuthListener::AuthListener(const SocketAddress& address, const Secret& secret, std::string owner)
     : listener_(Socket::listen(address)), secret_(secret), owner_(std::move(owner)) {
   address_ = listener_.localAddress();
@@ -88,29 +113,14 @@ void AuthListener::progress(Pending& p, bool& finished) {
     }
     p.header.insert(p.header.end(), buf, buf + n);
     if (p.header.size() < kHelloBytes) return;
-    const uint8_t* q = p.header.data();
-    uint32_t magic = get32(q);
-    uint16_t version = get16(q);
-    uint16_t kind = get16(q);
-    std::memcpy(p.hello.secret.data(), q, p.hello.secret.size());
-    q += p.hello.secret.size();
-    p.hello.kind = static_cast<HelloKind>(kind);
-    p.hello.rank = static_cast<int32_t>(get32(q));
-    p.hello.nranks = static_cast<int32_t>(get32(q));
-    p.hello.tag = get32(q);
-    p.hello.payloadBytes = get32(q);
-    std::string why;
-    if (magic != kHelloMagic) {
-      why = "it does not speak loom's bootstrap protocol (bad magic)";
-    } else if (version != kWireVersion) {
-      why = strCat("it speaks bootstrap version ", version, ", this loom ", kWireVersion);
-    } else if (!secretsEqual(p.hello.secret, secret_)) {
-      why = "it did not prove the job's secret";
-    } else if (kind < 1 || kind > 5) {
-      why = strCat("unknown connection kind ", kind);
-    } else if (p.hello.payloadBytes > kMaxBootstrapPayload) {
-      why = strCat("it announced ", p.hello.payloadBytes, " bytes, more than the ",
-                   kMaxBootstrapPayload, " a bootstrap message may have");
+    std::string why = parseHello(p.header.data(), secret_, &p.hello);
+    const int expected = expectedRanks_.load(std::memory_order_relaxed);
+    if (why.empty() && expected > 0 &&
+        (p.hello.kind == HelloKind::kRegister || p.hello.nranks != expected || p.hello.rank < 0 ||
+         p.hello.rank >= expected)) {
+      why =
+          strCat("its Hello (kind ", static_cast<int>(p.hello.kind), ") claims rank ", p.hello.rank,
+                 " of ", p.hello.nranks, ", not a rank of this communicator of ", expected);
     }
     if (!why.empty()) {
       refuse(p, why);
@@ -131,10 +141,20 @@ void AuthListener::progress(Pending& p, bool& finished) {
     p.payloadGot += static_cast<size_t>(n);
   }
   if (p.payloadGot == p.payload.size()) {
-    p.socket.setPeerName(strCat("rank ", p.hello.rank));
-    std::lock_guard<std::mutex> lock(mutex_);
-    ready_.push_back({std::move(p.socket), p.hello, std::move(p.payload)});
     finished = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (readyBytes_ + p.payload.size() <= kMaxUnclaimedBytes) {
+        // A message is complete with its payload: its socket need not hold an fd meanwhile.
+        if (p.hello.kind == HelloKind::kMessage) p.socket.close();
+        p.socket.setPeerName(strCat("rank ", p.hello.rank));
+        readyBytes_ += p.payload.size();
+        ready_.push_back({std::move(p.socket), p.hello, std::move(p.payload)});
+        return;
+      }
+    }
+    refuse(p, strCat("its ", p.payload.size(), " payload bytes would exceed the ",
+                     kMaxUnclaimedBytes, " bytes of messages that nobody has claimed yet"));
   }
 }
 
@@ -213,6 +233,7 @@ std::optional<IncomingConnection> AuthListener::poll(int timeoutMs) {
   if (ready_.empty()) return std::nullopt;
   IncomingConnection c = std::move(ready_.front());
   ready_.pop_front();
+  readyBytes_ -= c.payload.size();
   return c;
 }
 
@@ -241,6 +262,7 @@ IncomingConnection AuthListener::waitFor(const std::function<bool(const Hello&)>
       if (want(it->hello)) {
         IncomingConnection c = std::move(*it);
         ready_.erase(it);
+        readyBytes_ -= c.payload.size();
         return c;
       }
     }

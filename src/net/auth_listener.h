@@ -5,6 +5,7 @@
 // and logged without delaying the ranks of the job.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -40,8 +41,15 @@ struct Hello {
 inline constexpr size_t kHelloBytes = 40;
 // Bootstrap messages are small (addresses, rank descriptions); anything larger is refused.
 inline constexpr uint32_t kMaxBootstrapPayload = 16u << 20;
+// Payloads admitted but not yet claimed by a wait, together; beyond it new ones are refused
+// (setup blobs are small: only a peer gone wrong gets near it).
+inline constexpr size_t kMaxUnclaimedBytes = size_t{256} << 20;
 // A peer that holds the secret sends its whole Hello at once; one that takes longer is refused.
 inline constexpr int kHelloDeadlineMs = 10000;
+
+// Decodes the kHelloBytes of a Hello into `hello` and checks them against the job's `secret`.
+// Returns why the connection must be refused ("" when it may go on to its payload).
+std::string parseHello(const uint8_t* bytes, const Secret& secret, Hello* hello);
 
 // Writes the Hello and its payload.
 void sendHello(Socket& socket, const Hello& hello, const void* payload, Deadline deadline,
@@ -75,6 +83,11 @@ class AuthListener {
   // is pending), else nothing.
   std::optional<IncomingConnection> tryTake(const std::function<bool(const Hello&)>& want,
                                             int timeoutMs);
+  // The communicator's size, once known: from then on only its ranks are admitted (ring,
+  // message and data Hellos naming another size or a rank outside it are refused, and so are
+  // registrations, which go to the root's listener only), so that a peer with the secret but a
+  // wrong view of the job cannot pile up connections here.
+  void expectRanks(int nranks) { expectedRanks_.store(nranks, std::memory_order_relaxed); }
 
  private:
   struct Pending {
@@ -103,6 +116,8 @@ class AuthListener {
   std::condition_variable admitted_;
   bool polling_ = false;
   std::deque<IncomingConnection> ready_;
+  size_t readyBytes_ = 0;  // payload bytes in ready_
+  std::atomic<int> expectedRanks_{0};
 };
 
 }  // namespace loom
