@@ -1,15 +1,25 @@
 """Speed of the loom backend: DDP step time against gloo, and all_reduce against all_reduce_perf.
 
-    python3 bindings/torch/bench/speed.py [--perf build/perf/all_reduce_perf] [--json out.json]
+    python3 bindings/torch/bench/speed.py [--perf build/perf/all_reduce_perf] [--repeat 3]
+        [--binding LABEL=DIR ...] [--json out.json]
 
 1. DDP: one training step (forward, backward with DDP's bucketed all_reduce, SGD) of a model of
-   about 10 M float32 parameters, on 2 and 4 ranks, with backend "loom" and then "gloo", in the
-   same run. Reports the median step time of each and loom / gloo.
-2. all_reduce (float32, SUM, in place) through torch.distributed on loom against loom's own
-   all_reduce_perf (the same ranks as processes, pageable buffers, in-place column) at 1 MiB,
-   16 MiB and 256 MiB on 2 ranks. Reports the median time of each and perf / backend, which is
-   the share of loom's speed that the backend keeps.
-A benchmark, not a test: it checks no threshold.
+   about 10 M float32 parameters, on 2 and 4 ranks, with backend "loom" and "gloo", interleaved
+   in the same run. "compute" is the same step without DDP in as many processes at once: what
+   any backend's step time would be if communication cost nothing, so compute / gloo is the
+   lowest loom / gloo this machine allows.
+2. all_reduce (float32, SUM, in place, the tensor reused) through torch.distributed on loom
+   against loom's own all_reduce_perf (the same ranks as processes, pageable buffers, in-place
+   column) at 1 MiB, 16 MiB and 256 MiB on 2 ranks. "loop" times calls back to back, as
+   all_reduce_perf does; "single" times one call after a barrier. perf / loop is the share of
+   loom's speed that the backend keeps.
+Each measurement runs --repeat times, the backends (and bindings) taking turns, so that the
+load of a shared machine falls on all of them alike; the tables give the median of the runs'
+medians and, in brackets, the lowest and highest. A benchmark, not a test: it checks no
+threshold.
+
+--binding LABEL=DIR (repeatable) runs loom once per binding, importing loom_torch from DIR
+first (a `pip install --target DIR` of another build), to compare two builds in one run.
 """
 
 import argparse
@@ -33,7 +43,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def init(backend, rank, world, port):
+def init(backend, rank, world, port, path):
+    if path:
+        sys.path.insert(0, path)
     import torch.distributed as dist
 
     if backend == "loom":
@@ -51,19 +63,26 @@ def model_10m():
                          nn.Linear(2048, 1024), nn.ReLU(), nn.Linear(1024, 1024))
 
 
-def ddp_rank(rank, world, port, backend, steps, out):
+def ddp_rank(rank, world, port, backend, path, steps, out):
     import torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.set_num_threads(1)
-    dist = init(backend, rank, world, port)
     torch.manual_seed(0)
-    model = DDP(model_10m())
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(32, 1024)
+    if backend == "compute":
+        # No process group: the ranks only start together (a file barrier would cost more).
+        model = model_10m()
+        sync = lambda: None  # noqa: E731
+    else:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        dist = init(backend, rank, world, port, path)
+        model = DDP(model_10m())
+        sync = dist.barrier
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     times = []
     for step in range(steps + 3):  # 3 warm-up steps
-        dist.barrier()
+        sync()
         start = time.perf_counter()
         opt.zero_grad()
         model(x).square().mean().backward()
@@ -73,25 +92,31 @@ def ddp_rank(rank, world, port, backend, steps, out):
     if rank == 0:
         params = sum(p.numel() for p in model.parameters())
         out.put((params, statistics.median(times)))
-    dist.destroy_process_group()
+    if backend != "compute":
+        dist.destroy_process_group()
 
 
-def allreduce_rank(rank, world, port, out):
+def allreduce_rank(rank, world, port, path, out):
     import torch
 
-    dist = init("loom", rank, world, port)
+    dist = init("loom", rank, world, port, path)
     result = {}
     for mib in SIZES_MIB:
         x = torch.ones(mib * (1 << 20) // 4)
         iters = max(5, 64 // mib)
-        times = []
+        single = []
         for i in range(iters + 2):
             dist.barrier()
             start = time.perf_counter()
             dist.all_reduce(x)
             if i >= 2:
-                times.append(time.perf_counter() - start)
-        result[mib] = statistics.median(times)
+                single.append(time.perf_counter() - start)
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        loop = (time.perf_counter() - start) / iters
+        result[mib] = {"single": statistics.median(single), "loop": loop}
     if rank == 0:
         out.put(result)
     dist.destroy_process_group()
@@ -126,7 +151,7 @@ def perf_times(perf, world):
                     "-d", "float", "-o", "sum", "-R", "0", "-w", "2", "-n", "5"]
             if r == 0:
                 args += ["-J", path]
-            procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE if r else None))
+            procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL))
         for p in procs:
             p.wait(1800)
             if p.returncode != 0:
@@ -141,34 +166,76 @@ def perf_times(perf, world):
     return times
 
 
+def spread(values, scale=1.0, fmt="{:.1f}"):
+    """'median [low, high]' of `values` times `scale`."""
+    m = statistics.median(values) * scale
+    return f"{fmt.format(m)} [{fmt.format(min(values) * scale)}, {fmt.format(max(values) * scale)}]"
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     default_perf = os.path.join(here, "..", "..", "..", "build", "perf", "all_reduce_perf")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--perf", default=os.path.normpath(default_perf))
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    ap.add_argument("--worlds", default="2,4", help="DDP world sizes")
+    ap.add_argument("--binding", action="append", default=[], metavar="LABEL=DIR",
+                    help="a loom_torch build to measure (default: the one python finds)")
+    ap.add_argument("--skip", choices=("ddp", "all_reduce"), action="append", default=[])
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
+    bindings = [tuple(b.split("=", 1)) for b in args.binding] or [("loom", "")]
+    looms = [label for label, _ in bindings]
     report = {"ddp": {}, "all_reduce": {}}
 
-    print("DDP step time, median of", args.steps, "steps (ms)")
-    print(f"{'ranks':>5} {'params':>10} {'loom':>9} {'gloo':>9} {'loom/gloo':>9}")
-    for world in (2, 4):
-        params, loom = spawn(ddp_rank, world, "loom", args.steps)
-        _, gloo = spawn(ddp_rank, world, "gloo", args.steps)
-        report["ddp"][world] = {"params": params, "loom_s": loom, "gloo_s": gloo}
-        print(f"{world:>5} {params:>10} {loom * 1e3:>9.1f} {gloo * 1e3:>9.1f} {loom / gloo:>9.2f}")
+    if "ddp" not in args.skip:
+        backends = [(label, "loom", path) for label, path in bindings]
+        backends += [("gloo", "gloo", ""), ("compute", "compute", "")]
+        for world in map(int, args.worlds.split(",")):
+            times = {label: [] for label, _, _ in backends}
+            params = 0
+            for _ in range(args.repeat):
+                for label, backend, path in backends:
+                    params, t = spawn(ddp_rank, world, backend, path, args.steps)
+                    times[label].append(t)
+            report["ddp"][world] = {"params": params, "seconds": times}
+            print(f"\nDDP step time, {world} ranks, {params} parameters, median of {args.steps} "
+                  f"steps per run, {args.repeat} runs (ms: median [low, high])")
+            for label in times:
+                ratio = [t / g for t, g in zip(times[label], times["gloo"])]
+                print(f"  {label:>10} {spread(times[label], 1e3):>26}   / gloo "
+                      f"{spread(ratio, 1, '{:.2f}')}")
 
-    print("\nall_reduce float32 in place, 2 ranks, median (ms)")
-    backend = spawn(allreduce_rank, 2)
-    perf = perf_times(args.perf, 2) if os.path.exists(args.perf) else {}
-    print(f"{'MiB':>5} {'backend':>9} {'perf':>9} {'perf/backend':>12}")
-    for mib in SIZES_MIB:
-        p = perf.get(mib)
-        report["all_reduce"][mib] = {"backend_s": backend[mib], "perf_s": p}
-        ratio = f"{p / backend[mib]:>12.2f}" if p else f"{'(no perf)':>12}"
-        ptxt = f"{p * 1e3:>9.2f}" if p else f"{'-':>9}"
-        print(f"{mib:>5} {backend[mib] * 1e3:>9.2f} {ptxt} {ratio}")
+    if "all_reduce" not in args.skip:
+        have_perf = os.path.exists(args.perf)
+        runs = {label: {m: {"single": [], "loop": []} for m in SIZES_MIB} for label in looms}
+        perf = {m: [] for m in SIZES_MIB}
+        for _ in range(args.repeat):
+            for label, path in bindings:
+                result = spawn(allreduce_rank, 2, path)
+                for m in SIZES_MIB:
+                    for kind in ("single", "loop"):
+                        runs[label][m][kind].append(result[m][kind])
+            if have_perf:
+                for m, t in perf_times(args.perf, 2).items():
+                    perf[m].append(t)
+        report["all_reduce"] = {"backend": runs, "perf": perf}
+        print(f"\nall_reduce float32 in place, 2 ranks, {args.repeat} runs "
+              "(ms: median [low, high]; perf / backend per run)")
+        for m in SIZES_MIB:
+            if perf[m]:
+                print(f"  {m:>4} MiB {'all_reduce_perf':>16} {spread(perf[m], 1e3, '{:.2f}'):>26}")
+            for label in looms:
+                for kind in ("loop", "single"):
+                    ts = runs[label][m][kind]
+                    line = f"  {m:>4} MiB {label + ' ' + kind:>16} {spread(ts, 1e3, '{:.2f}'):>26}"
+                    if perf[m]:
+                        ratio = [p / t for p, t in zip(perf[m], ts)]
+                        line += f"   perf/backend {spread(ratio, 1, '{:.2f}')}"
+                    print(line)
+        if not have_perf:
+            print(f"  (no {args.perf}: build loom's all_reduce_perf target for the comparison)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -139,33 +139,49 @@ c10::intrusive_ptr<c10d::Work> LoomBackend::all_gather_single_coalesced(
 
 c10::intrusive_ptr<c10d::Work> LoomBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                       std::vector<at::Tensor>& inputs,
-                                                      const c10d::AllgatherOptions& o) {
+                                                      const c10d::AllgatherOptions&) {
+  // outputs[0][p]: what rank p sends.
   TORCH_CHECK_VALUE(outputs.size() == 1, "loom: allgather takes one output list, got ",
                     outputs.size());
-  single(inputs, "allgather");
-  return allgather_coalesced(outputs, inputs, o);
+  const at::Tensor& in = single(inputs, "all_gather");
+  TORCH_CHECK_VALUE(static_cast<int>(outputs[0].size()) == size_,
+                    "loom: all_gather: the output "
+                    "list has ",
+                    outputs[0].size(), " tensors for ", size_, " ranks");
+  PeerTensors sends, recvs;
+  for (int p = 0; p < size_; ++p) {
+    checkSame(outputs[0][p], in, in.numel(), "all_gather", "an output tensor");
+    sends.emplace_back(p, in);
+    recvs.emplace_back(p, outputs[0][p]);
+  }
+  return exchange(c10d::OpType::ALLGATHER, "all_gather", sends, recvs, outputs[0]);
 }
 
 c10::intrusive_ptr<c10d::Work> LoomBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
-  const char* name = "allgather";
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "loom: ", name, " got ", outputs.size(),
-                    " output lists for ", inputs.size(), " inputs");
+  // outputs[p][i]: input i of rank p (torch.distributed.all_gather_coalesced's layout, one
+  // list per rank, unlike allgather's one list per input).
+  const char* name = "all_gather_coalesced";
+  TORCH_CHECK_VALUE(!inputs.empty(), "loom: ", name, " takes at least one input tensor");
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size_, "loom: ", name, " got ",
+                    outputs.size(), " output lists for ", size_, " ranks (one list per rank)");
+  for (const auto& t : inputs) checkTensor(t, name);
   PeerTensors sends, recvs;
   std::vector<at::Tensor> written;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkTensor(inputs[i], name);
-    TORCH_CHECK_VALUE(static_cast<int>(outputs[i].size()) == size_, "loom: ", name,
-                      ": an output list has ", outputs[i].size(), " tensors for ", size_, " ranks");
-    for (int p = 0; p < size_; ++p) {
-      checkSame(outputs[i][p], inputs[i], inputs[i].numel(), name, "an output tensor");
+  for (int p = 0; p < size_; ++p) {
+    TORCH_CHECK_VALUE(outputs[p].size() == inputs.size(), "loom: ", name,
+                      ": the output list of "
+                      "rank ",
+                      p, " has ", outputs[p].size(), " tensors for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      checkSame(outputs[p][i], inputs[i], inputs[i].numel(), name, "an output tensor");
       sends.emplace_back(p, inputs[i]);
-      recvs.emplace_back(p, outputs[i][p]);
-      written.push_back(outputs[i][p]);
+      recvs.emplace_back(p, outputs[p][i]);
+      written.push_back(outputs[p][i]);
     }
   }
-  return exchange(c10d::OpType::ALLGATHER, name, sends, recvs, std::move(written));
+  return exchange(c10d::OpType::ALLGATHER_COALESCED, name, sends, recvs, std::move(written));
 }
 
 c10::intrusive_ptr<c10d::Work> LoomBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,

@@ -88,6 +88,15 @@ def movements(rank, world, c):
         dist.all_gather(outs, mine)
         for r in range(world):
             c.same(f"all_gather {dtype} from {r}", outs[r], everyone[r])
+        # all_gather_coalesced: one output list per rank, one tensor per input (sizes differ,
+        # one is empty).
+        ins = [data(rank, dtype, n) for n in (3, 0, 7)]
+        outs = [[torch.empty_like(t) for t in ins] for _ in range(world)]
+        dist.all_gather_coalesced(outs, ins)
+        for r in range(world):
+            for i, n in enumerate((3, 0, 7)):
+                c.same(f"all_gather_coalesced {dtype} input {i} from {r}", outs[r][i],
+                       data(r, dtype, n))
         # gather / scatter at the last rank
         root = world - 1
         outs = [torch.empty_like(mine) for _ in range(world)] if rank == root else None
