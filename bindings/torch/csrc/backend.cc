@@ -244,6 +244,14 @@ c10::intrusive_ptr<c10d::Backend> LoomBackend::split(
   return c10::make_intrusive<LoomBackend>(child, key, static_cast<int>(ranks.size()), childOpts);
 }
 
+void LoomBackend::performNocolorSplit() {
+  loomComm_t comm = liveComm("split");
+  drainAll();
+  loomComm_t child = nullptr;
+  check(loomCommSplit(comm, LOOM_SPLIT_NOCOLOR, 0, &child, nullptr), comm, "loomCommSplit");
+  ++splits_;
+}
+
 void LoomBackend::drainAll() {
   collLane_->drain();
   for (auto& [key, lane] : p2pLanes_) lane->drain();

@@ -112,6 +112,9 @@ class LoomBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(
       const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // The part of a split that a rank outside every new group plays (torch's new_group calls it
+  // on the non-members of a group split from a device-bound default group).
+  void performNocolorSplit();
 
   uint64_t getSequenceNumberForGroup() override { return seq_; }
   c10d::ErrorType getError() override;

@@ -31,6 +31,17 @@ def _create(dist_opts, backend_opts=None):
     """The extended-API creator torch calls for every group that uses "loom"."""
     timeout = dist_opts.timeout
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    parent = getattr(dist_opts, "split_from", None)
+    if isinstance(parent, _C.LoomBackend):
+        # torch splits new groups from a default group bound to a device: every rank of the
+        # parent takes part (non-members through perform_nocolor_split).
+        return _C.split_backend(
+            parent,
+            dist_opts.store,
+            seconds,
+            dist_opts.group_id,
+            [int(r) for r in dist_opts.global_ranks_in_group],
+        )
     return _C.create_backend(
         dist_opts.store,
         dist_opts.group_rank,

@@ -21,7 +21,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _child(body, rank, world, port, args, pg_timeout, import_package, errors):
+def _child(body, rank, world, port, args, pg_timeout, import_package, bind_cpu, errors):
     try:
         os.environ.update(
             MASTER_ADDR="127.0.0.1",
@@ -31,12 +31,16 @@ def _child(body, rank, world, port, args, pg_timeout, import_package, errors):
             LOCAL_RANK=str(rank),
             LOCAL_WORLD_SIZE=str(world),
         )
+        import torch
         import torch.distributed as dist
 
         if import_package:
             import loom_torch  # noqa: F401  (registers "loom")
 
-        dist.init_process_group("loom", timeout=timedelta(seconds=pg_timeout))
+        # bind_cpu: the default group is bound to the CPU device (eager init), so torch makes
+        # new groups by splitting it.
+        extra = {"device_id": torch.device("cpu", 0)} if bind_cpu else {}
+        dist.init_process_group("loom", timeout=timedelta(seconds=pg_timeout), **extra)
         body(rank, world, *args)
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -46,7 +50,7 @@ def _child(body, rank, world, port, args, pg_timeout, import_package, errors):
 
 
 def run_ranks(body, world, *args, timeout=240, pg_timeout=60, expect_exit=None,
-              import_package=True):
+              import_package=True, bind_cpu=False):
     """Runs body on `world` ranks; raises AssertionError with every failing rank's traceback.
 
     expect_exit maps ranks to the exit code they are meant to end with (a rank that kills
@@ -59,7 +63,7 @@ def run_ranks(body, world, *args, timeout=240, pg_timeout=60, expect_exit=None,
     procs = [
         _CTX.Process(
             target=_child,
-            args=(body, r, world, port, args, pg_timeout, import_package, errors),
+            args=(body, r, world, port, args, pg_timeout, import_package, bind_cpu, errors),
         )
         for r in range(world)
     ]

@@ -41,6 +41,12 @@ def test_new_group_3_ranks():
     run_ranks(new_group_body, 3)
 
 
+def test_new_group_split_from_bound_default_group():
+    # With the default group bound to a device, torch splits new groups from it: members
+    # through the creator's split_from, the others through perform_nocolor_split.
+    run_ranks(new_group_body, 4, bind_cpu=True)
+
+
 def split_body(rank, world):
     low = [r for r in range(world) if r < world // 2]
     high = [r for r in range(world) if r >= world // 2]
