@@ -111,6 +111,43 @@ TEST(HangReport, IdleRankIsNamedInEveryTimeout) {
   for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
 
+TEST(HangReport, IdleRankIsNamedWhenTheCallIsInAGroup) {
+  // The waiting ranks' call is a group on one communicator: loomGroupEnd reports the timeout
+  // on that communicator, with who has not arrived.
+  constexpr int kRanks = 3, kIdle = 1;
+  ScopedEnv timeout("LOOM_TIMEOUT", "2");
+  loomUniqueId id = makeId();
+  std::vector<loomComm_t> comms = initThreads(kRanks, id);
+  std::vector<loomResult_t> results(kRanks, loomSuccess);
+  std::vector<std::string> messages(kRanks);
+  runThreads(kRanks, [&](int rank) {
+    std::vector<float> data(600, 1.0f);
+    ASSERT_EQ(loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
+                            comms[rank], nullptr),
+              loomSuccess)
+        << loomGetLastError(comms[rank]);
+    if (rank == kIdle) {
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      return;
+    }
+    ASSERT_EQ(loomGroupStart(), loomSuccess);
+    ASSERT_EQ(loomBroadcast(data.data(), data.data(), 300, loomFloat32, 0, comms[rank], nullptr),
+              loomSuccess);
+    results[rank] = loomGroupEnd();
+    messages[rank] = loomGetLastError(comms[rank]);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kIdle) continue;
+    EXPECT_EQ(results[r], loomTimeout) << messages[r];
+    EXPECT_TRUE(
+        contains(messages[r], "Broadcast #2 (count 300, float32, root 0): ranks 0, 2 are waiting"))
+        << messages[r];
+    EXPECT_TRUE(contains(messages[r], "rank 1 has not called it. Its last call was AllReduce #1"))
+        << messages[r];
+  }
+  for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+}
+
 TEST(HangReport, StuckCallIsReportedWhileItWaits) {
   // LOOM_WARN_STUCK_S=1: the report is logged once while the call goes on waiting (the timeout
   // comes later, when the idle rank finally calls).

@@ -319,8 +319,22 @@ LOOM_API loomResult_t loomGroupStart(void) {
   return loomSuccess;
 }
 
+namespace {
+
+// The communicator a group's failure is reported on (its last error, the hang report): the
+// one every call of the outermost group uses, else none.
+const loomComm* groupComm() {
+  if (tlsGroup.depth != 1 || tlsGroup.ops.empty()) return nullptr;
+  const Comm* first = tlsGroup.ops.front().op.comm.get();
+  for (const PendingOp& p : tlsGroup.ops)
+    if (p.op.comm.get() != first) return nullptr;
+  return first;
+}
+
+}  // namespace
+
 LOOM_API loomResult_t loomGroupEnd(void) {
-  return guarded("loomGroupEnd", nullptr, [&] {
+  return guarded("loomGroupEnd", groupComm(), [&] {
     LOOM_ENFORCE(tlsGroup.depth > 0, InvalidUsage,
                  "loomGroupEnd without a matching loomGroupStart on this thread");
     if (--tlsGroup.depth > 0) return loomSuccess;
