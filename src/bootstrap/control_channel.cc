@@ -12,6 +12,7 @@
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
+#include "src/net/byte_order.h"
 
 namespace loom {
 namespace {
@@ -22,30 +23,10 @@ constexpr auto kRoundWait = std::chrono::milliseconds(500);
 // A control frame is a few bytes; a peer that cannot take one in this time is gone.
 constexpr auto kSendWait = std::chrono::milliseconds(2000);
 
-void put32(std::vector<uint8_t>& out, uint32_t v) {
-  v = htonl(v);
-  const auto* p = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), p, p + 4);
-}
-void put32(uint8_t*& out, uint32_t v) {
-  v = htonl(v);
-  std::memcpy(out, &v, 4);
-  out += 4;
-}
-void put64(uint8_t*& out, uint64_t v) {
-  put32(out, static_cast<uint32_t>(v >> 32));
-  put32(out, static_cast<uint32_t>(v));
-}
-uint32_t get32(const uint8_t*& in) {
-  uint32_t v;
-  std::memcpy(&v, in, 4);
-  in += 4;
-  return ntohl(v);
-}
-uint64_t get64(const uint8_t*& in) {
-  uint64_t hi = get32(in);
-  return hi << 32 | get32(in);
-}
+using wire::get32;
+using wire::get64;
+using wire::put32;
+using wire::put64;
 
 std::vector<uint8_t> rankBody(int rank) {
   std::vector<uint8_t> body;

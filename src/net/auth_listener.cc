@@ -7,6 +7,7 @@
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
+#include "src/net/byte_order.h"
 #include "src/net/test_hooks.h"
 
 namespace loom {
@@ -17,59 +18,40 @@ constexpr uint16_t kWireVersion = 1;
 // Beyond this many half-open connections the oldest is dropped: strangers cannot exhaust fds.
 constexpr size_t kMaxPending = 256;
 
-void put32(uint8_t*& p, uint32_t v) {
-  v = htonl(v);
-  std::memcpy(p, &v, 4);
-  p += 4;
-}
-void put16(uint8_t*& p, uint16_t v) {
-  v = htons(v);
-  std::memcpy(p, &v, 2);
-  p += 2;
-}
-uint32_t get32(const uint8_t*& p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  p += 4;
-  return ntohl(v);
-}
-uint16_t get16(const uint8_t*& p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  p += 2;
-  return ntohs(v);
-}
-
 }  // namespace
+
+void encodeHello(const Hello& h, uint8_t* out) {
+  uint8_t* p = out;
+  wire::put32(p, kHelloMagic);
+  wire::put16(p, kWireVersion);
+  wire::put16(p, static_cast<uint16_t>(h.kind));
+  std::memcpy(p, h.secret.data(), h.secret.size());
+  p += h.secret.size();
+  wire::put32(p, static_cast<uint32_t>(h.rank));
+  wire::put32(p, static_cast<uint32_t>(h.nranks));
+  wire::put32(p, h.tag);
+  wire::put32(p, h.payloadBytes);
+}
 
 void sendHello(Socket& socket, const Hello& h, const void* payload, Deadline deadline,
                AbortFlag abort) {
   uint8_t buf[kHelloBytes];
-  uint8_t* p = buf;
-  put32(p, kHelloMagic);
-  put16(p, kWireVersion);
-  put16(p, static_cast<uint16_t>(h.kind));
-  std::memcpy(p, h.secret.data(), h.secret.size());
-  p += h.secret.size();
-  put32(p, static_cast<uint32_t>(h.rank));
-  put32(p, static_cast<uint32_t>(h.nranks));
-  put32(p, h.tag);
-  put32(p, h.payloadBytes);
+  encodeHello(h, buf);
   socket.sendAll(buf, sizeof(buf), deadline, abort);
   if (h.payloadBytes > 0) socket.sendAll(payload, h.payloadBytes, deadline, abort);
 }
 
 std::string parseHello(const uint8_t* bytes, const Secret& secret, Hello* hello) {
   const uint8_t* q = bytes;
-  uint32_t magic = get32(q);
-  uint16_t version = get16(q);
-  uint16_t kind = get16(q);
+  uint32_t magic = wire::get32(q);
+  uint16_t version = wire::get16(q);
+  uint16_t kind = wire::get16(q);
   std::memcpy(hello->secret.data(), q, hello->secret.size());
   q += hello->secret.size();
-  hello->rank = static_cast<int32_t>(get32(q));
-  hello->nranks = static_cast<int32_t>(get32(q));
-  hello->tag = get32(q);
-  hello->payloadBytes = get32(q);
+  hello->rank = static_cast<int32_t>(wire::get32(q));
+  hello->nranks = static_cast<int32_t>(wire::get32(q));
+  hello->tag = wire::get32(q);
+  hello->payloadBytes = wire::get32(q);
   if (magic != kHelloMagic) return "it does not speak loom's bootstrap protocol (bad magic)";
   if (version != kWireVersion)
     return strCat("it speaks bootstrap version ", version, ", this loom ", kWireVersion);

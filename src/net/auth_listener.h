@@ -51,6 +51,8 @@ inline constexpr int kHelloDeadlineMs = 10000;
 // Returns why the connection must be refused ("" when it may go on to its payload).
 std::string parseHello(const uint8_t* bytes, const Secret& secret, Hello* hello);
 
+// Writes the kHelloBytes of `hello` (the wire format parseHello reads) to `out`.
+void encodeHello(const Hello& hello, uint8_t* out);
 // Writes the Hello and its payload.
 void sendHello(Socket& socket, const Hello& hello, const void* payload, Deadline deadline,
                AbortFlag abort);

@@ -190,18 +190,8 @@ class Fuzzer {
 
  private:
   static std::vector<uint8_t> helloBytes(const Hello& h) {
-    std::vector<uint8_t> b;
-    auto put = [&](uint32_t v, int width) {
-      for (int i = width - 1; i >= 0; --i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-    };
-    put(0x4c4d484c, 4);
-    put(1, 2);
-    put(static_cast<uint16_t>(h.kind), 2);
-    b.insert(b.end(), h.secret.begin(), h.secret.end());
-    put(static_cast<uint32_t>(h.rank), 4);
-    put(static_cast<uint32_t>(h.nranks), 4);
-    put(h.tag, 4);
-    put(h.payloadBytes, 4);
+    std::vector<uint8_t> b(kHelloBytes);
+    encodeHello(h, b.data());
     return b;
   }
 
