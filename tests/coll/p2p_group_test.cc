@@ -166,6 +166,27 @@ TEST(Ring, LargeOddCount) {
   exchange(comms, msgs, posts, Style::kThreads);
 }
 
+// Several messages to one peer in one group, an empty one between two others (torch's
+// all_gather_coalesced with an empty input): they are matched in order. The empty ones take no
+// part in the order, so the third must not overtake the first; repeated, since overtaking
+// needs the first slot to land between the two receives' polls.
+TEST(Ring, EmptyMessageBetweenTwoToOnePeer) {
+  CommSet comms(2);
+  ASSERT_TRUE(comms.ok());
+  for (int iter = 0; iter < 300 && !::testing::Test::HasFailure(); ++iter) {
+    Msgs msgs;
+    std::vector<Post> posts;
+    const size_t counts[] = {3, 0, 7, 0};
+    for (int r = 0; r < 2; ++r)
+      for (size_t count : counts) {
+        msgs.push_back(std::make_unique<Msg>(r, 1 - r, loomInt8, count, iter + r, 0));
+        posts.push_back({static_cast<int>(msgs.size()) - 1, iter % 2 == 0});
+      }
+    for (int m = 0; m < static_cast<int>(msgs.size()); ++m) posts.push_back({m, iter % 2 != 0});
+    exchange(comms, msgs, posts, Style::kThreads);
+  }
+}
+
 // nccl-tests' in-place send/recv: each rank sends a buffer to the next and receives the
 // previous rank's data into the same buffer, in one group. The send must not be read in place
 // by the peer while the receive overwrites it (single-copy steps are off for such a send).

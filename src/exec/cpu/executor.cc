@@ -194,9 +194,9 @@ void planSelfCopies(std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies) {
 
 // Groups the tasks by communicator into one run each. Tasks sharing a connection run in
 // submission order: a task may step only once the task before it on each of its connections is
-// done (which implies all earlier ones are). Connections belong to one communicator, so the
-// order is worked out run by run; the engine links a run to the earlier ones (first and last
-// uses).
+// done (which implies all earlier ones are, since tasks without steps are left out of the chain).
+// Connections belong to one communicator, so the order is worked out run by run; the engine links a
+// run to the earlier ones (first and last uses).
 void buildRuns(Scratch& s) {
   const size_t nc = s.comms.size();
   s.taskPtrs.clear();
@@ -223,6 +223,9 @@ void buildRuns(Scratch& s) {
     s.sendBegin[c] = s.sends.size();
     s.recvBegin[c] = s.recvs.size();
     for (size_t i = b; i < e; ++i) {
+      // A task without steps (a zero-count send or receive) is done from the start: as a link of
+      // the chain it would let the next task on its connections overtake the one before it.
+      if (s.taskPtrs[i]->done()) continue;
       const TaskLinks& l = s.taskPtrs[i]->links();
       for (int k = 0; k < l.nsend; ++k) {
         uses.push_back({l.send[k], i - b});
