@@ -9,7 +9,8 @@ python=${PYTHON:-python3}
 limit=600  # seconds per example; each takes well under a minute on an idle machine
 examples=("$@")
 if [[ ${#examples[@]} -eq 0 ]]; then
-  examples=(dp_bucketing.py tp_megatron.py pp_1f1b.py zero_stages.py parallel_3d.py)
+  examples=(dp_bucketing.py tp_megatron.py pp_1f1b.py zero_stages.py parallel_3d.py
+            recover_from_checkpoint.py)
 fi
 
 failed=()
@@ -20,7 +21,7 @@ for name in "${examples[@]}"; do
   t0=$SECONDS
   timeout --kill-after=10 "$limit" "$python" "$here/$name"
   rc=$?
-  summary+=("$(printf '%-18s %s  %3d s' "$name" "$([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - t0)))")
+  summary+=("$(printf '%-26s %s  %3d s' "$name" "$([[ $rc -eq 0 ]] && echo ok || echo "FAILED (exit $rc)")" $((SECONDS - t0)))")
   [[ $rc -eq 0 ]] || failed+=("$name")
 done
 

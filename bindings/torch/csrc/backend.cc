@@ -244,6 +244,67 @@ c10::intrusive_ptr<c10d::Backend> LoomBackend::split(
   return c10::make_intrusive<LoomBackend>(child, key, static_cast<int>(ranks.size()), childOpts);
 }
 
+c10::intrusive_ptr<c10d::Backend> LoomBackend::shrink(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) {
+  // torch's SHRINK_DEFAULT and SHRINK_ABORT have the values of loom's flags (NCCL's).
+  TORCH_CHECK_VALUE(shrinkFlags == LOOM_SHRINK_DEFAULT || shrinkFlags == LOOM_SHRINK_ABORT,
+                    "loom: shrink: flags ", shrinkFlags,
+                    " are neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
+  TORCH_CHECK(!coalescing_, "loom: shrink inside a coalescing block");
+  std::vector<int> excluded;
+  for (int64_t r : ranksToExclude) {
+    TORCH_CHECK_VALUE(r >= 0 && r < size_, "loom: shrink: rank ", r, " is not in this group of ",
+                      size_, " ranks");
+    TORCH_CHECK_VALUE(r != rank_, "loom: shrink: rank ", r,
+                      " excludes itself; only the remaining ranks call shrink_group");
+    excluded.push_back(static_cast<int>(r));
+  }
+  TORCH_CHECK_VALUE(!excluded.empty(), "loom: shrink: no rank to exclude");
+  loomComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(commMutex_);
+    TORCH_CHECK(!aborted_ && comm_ != nullptr, "loom: shrink on rank ", rank_,
+                " after the communicator was ", aborted_ ? "aborted" : "shut down",
+                abortReason_.empty() ? "" : ": ", abortReason_,
+                "; loomCommShrink needs the parent communicator. Create a new process group "
+                "from the store instead.");
+    comm = comm_;
+  }
+  // Without SHRINK_ABORT nothing may be in flight: let what was submitted finish. With it, loom
+  // stops the operations in flight itself (they fail, which finishes their works).
+  if (shrinkFlags == LOOM_SHRINK_DEFAULT) drainAll();
+  auto childOpts =
+      c10::make_intrusive<Options>(optsOverride ? optsOverride->timeout : options_->timeout);
+  childOpts->group_name = options_->group_name + ":shrunk";
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.timeoutMs = timeoutMs(childOpts->timeout);
+  const std::string name = "torch group '" + childOpts->group_name + "'";
+  config.name = name.c_str();
+  loomComm_t child = nullptr;
+  check(loomCommShrink(comm, excluded.data(), static_cast<int>(excluded.size()), &child, &config,
+                       shrinkFlags),
+        comm, "loomCommShrink");
+  shrunk_ = true;
+  if (shrinkFlags == LOOM_SHRINK_ABORT) {
+    // The parent is unusable now; aborting it frees it and fails whatever still waits on it.
+    abortWith("the group was shrunk with SHRINK_ABORT; use the group shrink_group returned");
+  }
+  drainAll();
+  // Remaining ranks keep their order: the new rank counts the remaining ranks below this one.
+  int newRank = 0;
+  std::vector<uint64_t> globals;
+  const auto& parentGlobals = options_->global_ranks_in_group;
+  for (int r = 0; r < size_; ++r) {
+    if (std::find(excluded.begin(), excluded.end(), r) != excluded.end()) continue;
+    if (r < rank_) ++newRank;
+    globals.push_back(parentGlobals.empty() ? static_cast<uint64_t>(r) : parentGlobals.at(r));
+  }
+  childOpts->global_ranks_in_group = globals;
+  return c10::make_intrusive<LoomBackend>(child, newRank, static_cast<int>(globals.size()),
+                                          childOpts);
+}
+
 void LoomBackend::performNocolorSplit() {
   loomComm_t comm = liveComm("split");
   drainAll();
@@ -298,7 +359,7 @@ void LoomBackend::destroyComm(bool finalize) {
   std::lock_guard<std::mutex> lock(commMutex_);
   if (comm_ == nullptr) return;
   if (!aborted_) {
-    if (finalize && loomCommFinalize(comm_) != loomSuccess) {
+    if (finalize && !shrunk_ && loomCommFinalize(comm_) != loomSuccess) {
       TORCH_WARN("loom: shutdown on rank ", rank_, ": ", loomGetLastError(comm_));
     }
     loomCommDestroy(comm_);

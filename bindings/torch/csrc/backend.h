@@ -43,6 +43,7 @@ class LoomBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
   bool supportsCoalescing() const override { return true; }
   bool supportsSplitting() const override { return true; }
+  bool supportsShrinking() const override { return true; }
   void setTimeout(std::chrono::milliseconds timeout) override { options_->timeout = timeout; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -112,6 +113,14 @@ class LoomBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(
       const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
       const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // torch.distributed.shrink_group: a new backend on the communicator of the ranks not in
+  // `ranksToExclude` (group ranks), made by loomCommShrink; the survivors keep their order.
+  // shrinkFlags 1 (torch's SHRINK_ABORT) first stops this group's operations in flight and
+  // leaves this group aborted; 0 expects none in flight. Either way this group is not
+  // finalized at shutdown any more: the excluded ranks would never join the finalize.
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+      const c10::intrusive_ptr<c10d::Backend::Options>& optsOverride) override;
   // The part of a split that a rank outside every new group plays (torch's new_group calls it
   // on the non-members of a group split from a device-bound default group).
   void performNocolorSplit();
@@ -182,6 +191,7 @@ class LoomBackend : public c10d::Backend {
   std::vector<at::Tensor> coalescedOutputs_;
   c10::intrusive_ptr<LoomWork> coalescedWork_;
   int splits_ = 0;
+  bool shrunk_ = false;  // a shrink made a successor: shutdown destroys without finalizing
 };
 
 }  // namespace loom_torch
