@@ -17,9 +17,10 @@
 namespace loom {
 namespace {
 
-// A progress round waits this long for ranks that do not answer (a rank whose control thread
-// does not run for that long is as good as stuck).
-constexpr auto kRoundWait = std::chrono::milliseconds(500);
+// A progress round waits this long for ranks that do not answer. Only a silent rank makes the
+// round wait, and a report that calls a live rank silent misleads, so it allows for a control
+// thread that a loaded host (or a sanitizer) keeps off the CPU for a while.
+constexpr auto kRoundWait = std::chrono::milliseconds(2000);
 // A control frame is a few bytes; a peer that cannot take one in this time is gone.
 constexpr auto kSendWait = std::chrono::milliseconds(2000);
 

@@ -508,7 +508,7 @@ std::string Comm::hangReport() {
     std::unique_lock<std::mutex> lock(opMutex_, std::try_to_lock);
     if (!lock.owns_lock() || !bootstrap_ || bootstrap_->control() == nullptr) return "";
     // Bounded: rank 0 waits kRoundWait for the ranks, this rank a little longer for rank 0.
-    table = bootstrap_->control()->gatherProgress(std::chrono::milliseconds(1500));
+    table = bootstrap_->control()->gatherProgress(std::chrono::milliseconds(3000));
   }
   return formatHangReport(rank_, table);
 }
