@@ -36,21 +36,12 @@
 #include "src/net/test_hooks.h"
 #include "tests/fuzz/mutator.h"
 #include "tests/test_util.h"
+#include "tests/tool_args.h"
 
 namespace loom::fuzz {
 namespace {
 
 constexpr int kRanks = 3;
-
-std::string argString(int argc, char** argv, const char* name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
-uint64_t argValue(int argc, char** argv, const char* name, uint64_t fallback) {
-  std::string s = argString(argc, argv, name, "");
-  return s.empty() ? fallback : std::strtoull(s.c_str(), nullptr, 0);
-}
 
 // ---- a rank of the job beside the fuzzer ---------------------------------------------------
 
@@ -228,9 +219,9 @@ void closeWithReset(int fd) {
 }
 
 int fuzzMain(int argc, char** argv) {
-  const uint64_t frames = argValue(argc, argv, "--frames", 5000);
-  const uint64_t seed = argValue(argc, argv, "--seed", 1);
-  const uint64_t rate = argValue(argc, argv, "--rate", 2000);
+  const uint64_t frames = loom::test::argValue(argc, argv, "--frames", 5000);
+  const uint64_t seed = loom::test::argValue(argc, argv, "--seed", 1);
+  const uint64_t rate = loom::test::argValue(argc, argv, "--rate", 2000);
   const auto start = std::chrono::steady_clock::now();
 
   loomUniqueId id;
@@ -371,19 +362,17 @@ int fuzzMain(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace loom::fuzz;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf(
-          "usage: loom_net_fuzz [--frames N] [--seed S] [--rate PER_SECOND]\n"
-          "Runs a 3-rank job (all-reduces with exact checks, splits) beside a fuzzer that\n"
-          "sends N mutated bootstrap frames (default 5000, at most RATE per second, default\n"
-          "2000) to the job's listeners and to rendezvous roots, on 127.0.0.1 only.\n");
-      return 0;
-    }
+  if (loom::test::wantsHelp(argc, argv)) {
+    std::printf(
+        "usage: loom_net_fuzz [--frames N] [--seed S] [--rate PER_SECOND]\n"
+        "Runs a 3-rank job (all-reduces with exact checks, splits) beside a fuzzer that\n"
+        "sends N mutated bootstrap frames (default 5000, at most RATE per second, default\n"
+        "2000) to the job's listeners and to rendezvous roots, on 127.0.0.1 only.\n");
+    return 0;
   }
-  const std::string rank = argString(argc, argv, "--rank", "");
+  const std::string rank = loom::test::argString(argc, argv, "--rank", "");
   if (!rank.empty())
-    return rankMain(std::atoi(rank.c_str()), argString(argc, argv, "--id", ""),
-                    argString(argc, argv, "--stop", ""));
+    return rankMain(std::atoi(rank.c_str()), loom::test::argString(argc, argv, "--id", ""),
+                    loom::test::argString(argc, argv, "--stop", ""));
   return fuzzMain(argc, argv);
 }

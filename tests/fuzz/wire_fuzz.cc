@@ -30,6 +30,7 @@
 #include "src/net/auth_listener.h"
 #include "src/net/secret.h"
 #include "tests/fuzz/mutator.h"
+#include "tests/tool_args.h"
 #include "transports/registry.h"
 #include "transports/transport_setup.h"
 
@@ -274,29 +275,21 @@ class Harness {
   std::map<std::string, Counts> counts_;
 };
 
-uint64_t argValue(int argc, char** argv, const char* name, uint64_t fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::strtoull(argv[i + 1], nullptr, 0);
-  return fallback;
-}
-
 }  // namespace
 }  // namespace loom::fuzz
 
 int main(int argc, char** argv) {
   using namespace loom::fuzz;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf(
-          "usage: loom_wire_fuzz [--inputs N] [--seed S]\n"
-          "Feeds N mutated bootstrap and connection-setup messages (default 50000) to loom's\n"
-          "parsers in this process. Build with -DLOOM_SANITIZE=address,undefined. The full\n"
-          "run of docs/testing.md: --inputs 1000000.\n");
-      return 0;
-    }
+  if (loom::test::wantsHelp(argc, argv)) {
+    std::printf(
+        "usage: loom_wire_fuzz [--inputs N] [--seed S]\n"
+        "Feeds N mutated bootstrap and connection-setup messages (default 50000) to loom's\n"
+        "parsers in this process. Build with -DLOOM_SANITIZE=address,undefined. The full\n"
+        "run of docs/testing.md: --inputs 1000000.\n");
+    return 0;
   }
-  const uint64_t inputs = argValue(argc, argv, "--inputs", 50000);
-  const uint64_t seed = argValue(argc, argv, "--seed", 1);
+  const uint64_t inputs = loom::test::argValue(argc, argv, "--inputs", 50000);
+  const uint64_t seed = loom::test::argValue(argc, argv, "--seed", 1);
   if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(reportCrash);
   // Quiet: every rejected input would log a warning otherwise.
   setenv("LOOM_DEBUG", "NONE", 0);

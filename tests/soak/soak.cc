@@ -26,22 +26,13 @@
 #include "loom/loom.h"
 #include "tests/coll/coll_data.h"
 #include "tests/test_util.h"
+#include "tests/tool_args.h"
 
 namespace loom::soak {
 namespace {
 
 using colltest::Buffer;
 using colltest::Op;
-
-std::string argString(int argc, char** argv, const char* name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
-uint64_t argValue(int argc, char** argv, const char* name, uint64_t fallback) {
-  std::string s = argString(argc, argv, name, "");
-  return s.empty() ? fallback : std::strtoull(s.c_str(), nullptr, 0);
-}
 
 enum Kind {
   kAllReduce,
@@ -339,11 +330,11 @@ int rankMain(int rank, int nranks, const std::string& idHex, uint64_t seed, uint
 }
 
 int parentMain(int argc, char** argv) {
-  const uint64_t calls = argValue(argc, argv, "--calls", 10000);
-  const int nranks = static_cast<int>(argValue(argc, argv, "--ranks", 3));
-  const uint64_t seed = argValue(argc, argv, "--seed", 1);
+  const uint64_t calls = loom::test::argValue(argc, argv, "--calls", 10000);
+  const int nranks = static_cast<int>(loom::test::argValue(argc, argv, "--ranks", 3));
+  const uint64_t seed = loom::test::argValue(argc, argv, "--seed", 1);
   std::vector<std::string> transports;
-  std::stringstream list(argString(argc, argv, "--transports", "shm,socket"));
+  std::stringstream list(loom::test::argString(argc, argv, "--transports", "shm,socket"));
   for (std::string t; std::getline(list, t, ',');) transports.push_back(t);
   if (nranks < 2 || nranks > 8 || transports.empty()) {
     std::fprintf(stderr, "loom_soak: give --ranks 2 to 8 and at least one transport\n");
@@ -405,20 +396,20 @@ int parentMain(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace loom::soak;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf(
-          "usage: loom_soak [--calls N] [--ranks R] [--seed S] [--transports shm,socket]\n"
-          "Runs N random collective and point-to-point calls (default 10000, shared out over\n"
-          "the transports) with exact checks on R rank processes (default 3), splitting and\n"
-          "destroying communicators along the way. Prints calls, wrong results and errors.\n");
-      return 0;
-    }
+  if (loom::test::wantsHelp(argc, argv)) {
+    std::printf(
+        "usage: loom_soak [--calls N] [--ranks R] [--seed S] [--transports shm,socket]\n"
+        "Runs N random collective and point-to-point calls (default 10000, shared out over\n"
+        "the transports) with exact checks on R rank processes (default 3), splitting and\n"
+        "destroying communicators along the way. Prints calls, wrong results and errors.\n");
+    return 0;
   }
-  const std::string rank = argString(argc, argv, "--rank", "");
+  const std::string rank = loom::test::argString(argc, argv, "--rank", "");
   if (!rank.empty())
-    return rankMain(std::atoi(rank.c_str()), static_cast<int>(argValue(argc, argv, "--ranks", 3)),
-                    argString(argc, argv, "--id", ""), argValue(argc, argv, "--seed", 1),
-                    argValue(argc, argv, "--calls", 0));
+    return rankMain(std::atoi(rank.c_str()),
+                    static_cast<int>(loom::test::argValue(argc, argv, "--ranks", 3)),
+                    loom::test::argString(argc, argv, "--id", ""),
+                    loom::test::argValue(argc, argv, "--seed", 1),
+                    loom::test::argValue(argc, argv, "--calls", 0));
   return parentMain(argc, argv);
 }
