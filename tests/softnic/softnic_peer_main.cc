@@ -1,0 +1,65 @@
+// TEST DOUBLE tests: the second process of the soft NIC's two-process tests. It speaks plain
+// verbs (linked against libloom_softnic.so) and talks to the test over stdin/stdout.
+//   target N  prints its endpoint, reads the test's, goes to RTS, posts N receives, prints
+//             "ready", then prints "wc status opcode imm byte_len checksum" for each of N
+//             completions; a message with immediate i lands at offset i * 1024
+//   probe     prints "port <state> reg <0 or errno>" (for SOFTNIC_* start-up settings)
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "softnic_test_util.h"
+
+using namespace softnic::test;
+
+namespace {
+
+int target(int n) {
+  Endpoint ep(size_t(n + 1) * 1024);
+  std::cout << describe(ep) << std::endl;
+  std::string line;
+  ibv_gid gid{};
+  uint32_t qpn = 0, rkey = 0;
+  uint64_t addr = 0;
+  if (!std::getline(std::cin, line) || !parse(line, &gid, &qpn, &addr, &rkey)) return 3;
+  if (connectTo(ep, gid, qpn) != 0) return 4;
+  for (int i = 0; i < n; ++i)
+    if (postRecv(ep, uint64_t(i)) != 0) return 2;
+  std::cout << "ready" << std::endl;
+  auto wcs = pollFor(ep.cq, size_t(n), 30000);
+  for (const ibv_wc& wc : wcs) {
+    uint64_t sum = 0;
+    size_t off = size_t(wc.imm_data) * 1024;
+    for (uint32_t k = 0; k < wc.byte_len && off + k < ep.buf.size(); ++k)
+      sum += uint8_t(ep.buf[off + k]);
+    std::cout << "wc " << wc.status << ' ' << wc.opcode << ' ' << wc.imm_data << ' ' << wc.byte_len
+              << ' ' << sum << std::endl;
+  }
+  return int(wcs.size()) == n ? 0 : 5;
+}
+
+int probe() {
+  ibv_context* ctx = ibv_open_device(firstDevice());
+  ibv_port_attr port{};
+  ibv_query_port(ctx, 1, &port);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  static char buf[4096];
+  ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+  std::cout << "port " << port.state << " reg " << (mr != nullptr ? 0 : errno) << std::endl;
+  if (mr != nullptr) ibv_dereg_mr(mr);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "target") == 0) return target(std::atoi(argv[2]));
+  if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return probe();
+  std::cerr << "usage: loom_softnic_peer target N | probe\n";
+  return 1;
+}
