@@ -3,15 +3,18 @@
 // Configuration (test-only; these are not loom variables):
 //   SOFTNIC_DEVICES     comma-separated device names (default "softnic0"; empty: no device)
 //   SOFTNIC_ADDR        IPv4 address the NIC's TCP wire binds to and puts in its GID (127.0.0.1)
+//   SOFTNIC_IFNAME      take that address from this interface instead (e.g. a netns veth)
 //   SOFTNIC_PORTS       ports per device, 1-4 (default 1); all share the device's wire
 //   SOFTNIC_PORT_STATE  "active" (default) or "down"
 //   SOFTNIC_FAULT       faults to inject, see injectFaults()
 //   SOFTNIC_MAX_WAIT_MS cap on one modelled transport timeout or RNR wait (default 50)
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -32,11 +35,33 @@ void copyName(char* dst, size_t cap, const std::string& src) {
   std::snprintf(dst, cap, "%s", src.c_str());
 }
 
+// The IPv4 address of interface `name` (network order), or 0.
+uint32_t interfaceAddress(const std::string& name) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return 0;
+  uint32_t ip = 0;
+  for (ifaddrs* i = all; i != nullptr && ip == 0; i = i->ifa_next)
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && name == i->ifa_name)
+      ip = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+  freeifaddrs(all);
+  return ip;
+}
+
 std::vector<Device*>* makeDevices() {
   auto* list = new std::vector<Device*>();  // lives for the process: threads refer to it
-  std::string addr = envOr("SOFTNIC_ADDR", "127.0.0.1");
+  std::string addr = envOr("SOFTNIC_ADDR", "");
   uint32_t ip = 0;
-  if (inet_pton(AF_INET, addr.c_str(), &ip) != 1) ip = htonl(INADDR_LOOPBACK);
+  if (addr.empty() && std::getenv("SOFTNIC_IFNAME") != nullptr)
+    ip = interfaceAddress(std::getenv("SOFTNIC_IFNAME"));
+  else if (inet_pton(AF_INET, addr.c_str(), &ip) != 1)
+    ip = 0;
+  if (ip == 0) {
+    if (!addr.empty() || std::getenv("SOFTNIC_IFNAME") != nullptr)
+      std::fprintf(stderr,
+                   "softnic (test double): SOFTNIC_ADDR/SOFTNIC_IFNAME name no IPv4 "
+                   "address here; the wire uses 127.0.0.1\n");
+    ip = htonl(INADDR_LOOPBACK);
+  }
   int ports = std::atoi(envOr("SOFTNIC_PORTS", "1").c_str());
   if (ports < 1 || ports > 4) ports = 1;
   bool up = envOr("SOFTNIC_PORT_STATE", "active") != "down";
@@ -51,7 +76,8 @@ std::vector<Device*>* makeDevices() {
     dev->numPorts = ports;
     dev->portActive.assign(ports, up);
     uint64_t h = 1469598103934665603ull;  // FNV-1a over name, address and pid: unique per "host"
-    for (char c : name + addr + std::to_string(getpid())) h = (h ^ uint8_t(c)) * 1099511628211ull;
+    for (char c : name + std::to_string(ip) + std::to_string(getpid()))
+      h = (h ^ uint8_t(c)) * 1099511628211ull;
     dev->guid = htobe64(h);
     ibv_device& d = dev->shell.ibv;
     d.node_type = IBV_NODE_CA;

@@ -3,7 +3,7 @@
 //   target N  prints its endpoint, reads the test's, goes to RTS, posts N receives, prints
 //             "ready", then prints "wc status opcode imm byte_len checksum" for each of N
 //             completions; a message with immediate i lands at offset i * 1024
-//   probe     prints "port <state> reg <0 or errno>" (for SOFTNIC_* start-up settings)
+//   probe     prints "port <state> reg <0 or errno>", or "no device" (for SOFTNIC_* settings)
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +42,12 @@ int target(int n) {
 }
 
 int probe() {
-  ibv_context* ctx = ibv_open_device(firstDevice());
+  ibv_device* dev = firstDevice();
+  if (dev == nullptr) {
+    std::cout << "no device" << std::endl;
+    return 0;
+  }
+  ibv_context* ctx = ibv_open_device(dev);
   ibv_port_attr port{};
   ibv_query_port(ctx, 1, &port);
   ibv_pd* pd = ibv_alloc_pd(ctx);
