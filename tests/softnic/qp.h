@@ -35,6 +35,19 @@ struct SendWr {
   std::vector<char> inlineData;
 };
 
+// What the requester needs of the QP's attributes for one work request, copied under the QP's
+// lock so a concurrent ibv_modify_qp cannot change it mid-request.
+struct Path {
+  uint32_t remoteIpv4 = 0;
+  uint16_t remotePort = 0;
+  uint32_t destQpn = 0;
+  uint32_t psn = 0;
+  uint8_t port = 1;
+  uint8_t timeout = 0;
+  uint8_t retryCnt = 0;
+  uint8_t rnrRetry = 0;
+};
+
 struct RecvWr {
   uint64_t wrId = 0;
   std::vector<ibv_sge> sges;
@@ -62,10 +75,11 @@ struct Qp {
   uint32_t remoteIpv4 = 0;   // from the RTR destination GID
   uint16_t remotePort = 0;
 
-  // Requester state, owned by the worker thread (destroy only shuts the socket down).
+  uint32_t sqPsn = 0;  // requester: the next request's PSN
+
+  // The requester's connection, owned by the worker thread (destroy only shuts it down).
   std::atomic<int> connFd{-1};
   uint64_t connEpoch = 0;
-  uint32_t sqPsn = 0;
   std::thread worker;
 
   uint32_t qpn() const { return shell.ibv.qp_num; }
@@ -78,12 +92,12 @@ struct Qp {
   void flushSendQueueLocked();
 
  private:
-  ibv_wc_status execute(const SendWr& wr, uint64_t epoch, uint32_t* byteLen);
-  bool exchange(const wire::Request& req, const std::vector<iovec>& iov, wire::Response* resp);
+  ibv_wc_status execute(const SendWr& wr, const Path& path, uint64_t epoch, uint32_t* byteLen);
+  bool exchange(const Path& path, const wire::Request& req, const std::vector<iovec>& iov,
+                wire::Response* resp);
   void closeConnection();
   // Sleeps up to ms, waking early when the work request is void (RESET, destroy).
   bool pause(int ms, uint64_t epoch);
-  int timeoutMs();
 };
 
 // Answers a request for a QP this NIC does not have.

@@ -66,13 +66,17 @@ int rnrTimerUs(int code) {
   return kUs[code & 31];
 }
 
-int Qp::timeoutMs() {
+namespace {
+
+int timeoutMs(const Path& path) {
   // 4.096 us << timeout, where 0 means "wait forever"; capped so tests stay quick.
   int cap = maxWaitMs();
-  if (attr.timeout == 0 || attr.timeout >= 31) return cap;
-  double ms = 4.096e-3 * double(uint64_t(1) << attr.timeout);
+  if (path.timeout == 0 || path.timeout >= 31) return cap;
+  double ms = 4.096e-3 * double(uint64_t(1) << path.timeout);
   return std::max(1, std::min(cap, int(ms)));
 }
+
+}  // namespace
 
 bool Qp::pause(int ms, uint64_t forEpoch) {
   std::unique_lock<std::mutex> lock(mu);
@@ -85,11 +89,12 @@ void Qp::closeConnection() {
   if (fd >= 0) close(fd);
 }
 
-bool Qp::exchange(const wire::Request& req, const std::vector<iovec>& iov, wire::Response* resp) {
+bool Qp::exchange(const Path& path, const wire::Request& req, const std::vector<iovec>& iov,
+                  wire::Response* resp) {
   if (connFd.load() < 0) {
-    int fd = wire::connectTo(remoteIpv4, remotePort, std::max(timeoutMs(), 1000));
+    int fd = wire::connectTo(path.remoteIpv4, path.remotePort, std::max(timeoutMs(path), 1000));
     if (fd < 0) return false;
-    wire::Hello hello{wire::kHelloMagic, attr.dest_qp_num, qpn(), 0};
+    wire::Hello hello{wire::kHelloMagic, path.destQpn, qpn(), 0};
     if (!wire::writeFull(fd, &hello, sizeof(hello))) {
       close(fd);
       return false;
@@ -107,7 +112,8 @@ bool Qp::exchange(const wire::Request& req, const std::vector<iovec>& iov, wire:
   return true;
 }
 
-ibv_wc_status Qp::execute(const SendWr& wr, uint64_t forEpoch, uint32_t* byteLen) {
+ibv_wc_status Qp::execute(const SendWr& wr, const Path& path, uint64_t forEpoch,
+                          uint32_t* byteLen) {
   if (connEpoch != forEpoch) {  // a RESET since the last request: start a new connection
     closeConnection();
     connEpoch = forEpoch;
@@ -144,25 +150,24 @@ ibv_wc_status Qp::execute(const SendWr& wr, uint64_t forEpoch, uint32_t* byteLen
     }
   }
   if (total > (uint64_t(1) << 31)) return IBV_WC_LOC_LEN_ERR;
-  wire::Request req = makeRequest(wr, sqPsn, uint32_t(total));
-  int timeoutsLeft = attr.retry_cnt;
-  int rnrLeft = attr.rnr_retry;
+  wire::Request req = makeRequest(wr, path.psn, uint32_t(total));
+  int timeoutsLeft = path.retryCnt;
+  int rnrLeft = path.rnrRetry;
   for (;;) {
     wire::Response resp{};
-    bool answered = dev->portUp(attr.port_num) && exchange(req, iov, &resp);
+    bool answered = dev->portUp(path.port) && exchange(path, req, iov, &resp);
     if (!answered) closeConnection();
     if (!answered || resp.status == wire::kDrop) {
       if (timeoutsLeft-- <= 0) return IBV_WC_RETRY_EXC_ERR;
-      if (!pause(timeoutMs(), forEpoch)) return IBV_WC_WR_FLUSH_ERR;
+      if (!pause(timeoutMs(path), forEpoch)) return IBV_WC_WR_FLUSH_ERR;
       continue;
     }
     switch (resp.status) {
       case wire::kAck:
-        sqPsn = (sqPsn + 1) & kPsnMask;
         *byteLen = uint32_t(total);
         return IBV_WC_SUCCESS;
       case wire::kRnrNak:
-        if (attr.rnr_retry != 7 && rnrLeft-- <= 0) return IBV_WC_RNR_RETRY_EXC_ERR;
+        if (path.rnrRetry != 7 && rnrLeft-- <= 0) return IBV_WC_RNR_RETRY_EXC_ERR;
         if (!pause(std::min(maxWaitMs(), std::max(1, rnrTimerUs(resp.rnrTimer) / 1000)), forEpoch))
           return IBV_WC_WR_FLUSH_ERR;
         continue;
@@ -179,6 +184,7 @@ ibv_wc_status Qp::execute(const SendWr& wr, uint64_t forEpoch, uint32_t* byteLen
 void Qp::run() {
   for (;;) {
     SendWr wr;
+    Path path;
     uint64_t forEpoch;
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -192,12 +198,21 @@ void Qp::run() {
       }
       wr = sq.front();
       forEpoch = epoch;
+      path.remoteIpv4 = remoteIpv4;
+      path.remotePort = remotePort;
+      path.destQpn = attr.dest_qp_num;
+      path.psn = sqPsn;
+      path.port = attr.port_num;
+      path.timeout = attr.timeout;
+      path.retryCnt = attr.retry_cnt;
+      path.rnrRetry = attr.rnr_retry;
     }
     uint32_t byteLen = 0;
-    ibv_wc_status status = execute(wr, forEpoch, &byteLen);
+    ibv_wc_status status = execute(wr, path, forEpoch, &byteLen);
     std::lock_guard<std::mutex> lock(mu);
     if (epoch != forEpoch || stop || sq.empty()) continue;  // RESET or destroy voided it
     sq.pop_front();
+    if (status == IBV_WC_SUCCESS) sqPsn = (sqPsn + 1) & kPsnMask;
     if (status != IBV_WC_SUCCESS || (wr.flags & IBV_SEND_SIGNALED)) {
       ibv_wc wc{};
       wc.wr_id = wr.wrId;
