@@ -3,6 +3,9 @@
 //   target N  prints its endpoint, reads the test's, goes to RTS, posts N receives, prints
 //             "ready", then prints "wc status opcode imm byte_len checksum" for each of N
 //             completions; a message with immediate i lands at offset i * 1024
+//   initiator N  the other side: reads a target's endpoint, goes to RTS, prints its own, waits
+//             for "ready", writes the N messages, then prints the lines the target must have
+//             printed
 //   probe     prints "port <state> reg <0 or errno>", or "no device" (for SOFTNIC_* settings)
 #include <cerrno>
 #include <cstdio>
@@ -41,6 +44,36 @@ int target(int n) {
   return int(wcs.size()) == n ? 0 : 5;
 }
 
+// Message i of a run: its length, and the byte sum the target finds at its offset.
+uint32_t messageLength(int i) { return uint32_t((i * 53) % 1024 + 1); }
+
+int initiator(int n) {
+  Endpoint ep(size_t(n + 1) * 1024);
+  std::string line;
+  ibv_gid gid{};
+  uint32_t qpn = 0, rkey = 0;
+  uint64_t addr = 0;
+  if (!std::getline(std::cin, line) || !parse(line, &gid, &qpn, &addr, &rkey)) return 3;
+  if (connectTo(ep, gid, qpn) != 0) return 4;
+  std::cout << describe(ep) << std::endl;
+  if (!std::getline(std::cin, line) || line != "ready") return 6;
+  for (size_t k = 0; k < ep.buf.size(); ++k) ep.buf[k] = char(k * 11 + 1);
+  for (int i = 0; i < n; ++i)
+    if (postWrite(ep, uint64_t(i), size_t(i) * 1024, messageLength(i), addr + uint64_t(i) * 1024,
+                  rkey, true, uint32_t(i)) != 0)
+      return 7;
+  auto wcs = pollFor(ep.cq, size_t(n), 30000);
+  int ok = 0;
+  for (const ibv_wc& wc : wcs) ok += wc.status == IBV_WC_SUCCESS;
+  for (int i = 0; i < n; ++i) {
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < messageLength(i); ++k) sum += uint8_t(ep.buf[size_t(i) * 1024 + k]);
+    std::cout << "wc " << IBV_WC_SUCCESS << ' ' << IBV_WC_RECV_RDMA_WITH_IMM << ' ' << i << ' '
+              << messageLength(i) << ' ' << sum << std::endl;
+  }
+  return ok == n ? 0 : 8;
+}
+
 int probe() {
   ibv_device* dev = firstDevice();
   if (dev == nullptr) {
@@ -64,7 +97,8 @@ int probe() {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "target") == 0) return target(std::atoi(argv[2]));
+  if (argc >= 3 && std::strcmp(argv[1], "initiator") == 0) return initiator(std::atoi(argv[2]));
   if (argc >= 2 && std::strcmp(argv[1], "probe") == 0) return probe();
-  std::cerr << "usage: loom_softnic_peer target N | probe\n";
+  std::cerr << "usage: loom_softnic_peer target N | initiator N | probe\n";
   return 1;
 }
