@@ -69,5 +69,13 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   return getAsyncEvent(context, event);
 }
 void ibv_ack_async_event(ibv_async_event* event) { ackAsyncEvent(event); }
+const char* ibv_wc_status_str(ibv_wc_status status) { return wcStatusStr(status); }
+const char* ibv_event_type_str(ibv_event_type event) { return eventTypeStr(event); }
+const char* ibv_port_state_str(ibv_port_state state) { return portStateStr(state); }
+int _ibv_query_gid_ex(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry,
+                      uint32_t flags, size_t entrySize) {
+  return queryGidEx(context, port, index, entry, flags, entrySize);
+}
+int ibv_fork_init() { return forkInit(); }
 
 }  // extern "C"

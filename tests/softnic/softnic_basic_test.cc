@@ -41,6 +41,14 @@ TEST(SoftnicDevice, ListsTheConfiguredDeviceWithAnActiveRocePort) {
   EXPECT_EQ(ip, htonl(INADDR_LOOPBACK));
   EXPECT_NE(gid.raw[8] | gid.raw[9], 0);  // the wire's TCP port
   EXPECT_EQ(ibv_query_gid(ctx, 1, 1, &gid), EINVAL);
+  ibv_gid_entry entry{};
+  ASSERT_EQ(ibv_query_gid_ex(ctx, 1, 0, &entry, 0), 0);  // verbs.h inline over _ibv_query_gid_ex
+  EXPECT_EQ(entry.gid_type, IBV_GID_TYPE_ROCE_V2);
+  EXPECT_EQ(std::memcmp(&entry.gid, &gid, sizeof(gid)), 0);
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), "transport retry counter exceeded");
+  EXPECT_STREQ(ibv_event_type_str(IBV_EVENT_QP_FATAL), "local work queue catastrophic error");
+  EXPECT_STREQ(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE");
+  EXPECT_EQ(ibv_fork_init(), 0);
   EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 

@@ -47,6 +47,12 @@ int queryQp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
 int destroyQp(ibv_qp* qp);
 int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+const char* wcStatusStr(ibv_wc_status status);
+const char* eventTypeStr(ibv_event_type event);
+const char* portStateStr(ibv_port_state state);
+int queryGidEx(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry,
+               uint32_t flags, size_t entrySize);
+int forkInit();
 int getAsyncEvent(ibv_context* context, ibv_async_event* event);
 void ackAsyncEvent(ibv_async_event* event);
 
