@@ -134,6 +134,18 @@ TEST_F(SoftnicFault, SendLongerThanTheReceiveIsAnInvalidRequest) {
   EXPECT_EQ(got[0].status, IBV_WC_LOC_LEN_ERR);
 }
 
+TEST_F(SoftnicFault, CqOverflowRaisesCqErr) {
+  Endpoint a, b(1 << 16, kAllRemote, 2);  // b's CQ holds two completions
+  ASSERT_EQ(connectPair(a, b), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(postRecv(b, uint64_t(i)), 0);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(postWrite(a, uint64_t(i), 0, 8, b.addr(), b.mr->rkey, true, 0), 0);
+  ibv_async_event event{};
+  ASSERT_TRUE(nextAsyncEvent(b.ctx, &event));
+  EXPECT_EQ(event.event_type, IBV_EVENT_CQ_ERR);
+  EXPECT_EQ(event.element.cq, b.cq);
+}
+
 TEST_F(SoftnicFault, InjectedRetryExceededFailsTheNextSendAndFlushesTheRest) {
   Endpoint a, b;
   ASSERT_EQ(connectPair(a, b), 0);

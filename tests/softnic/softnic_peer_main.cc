@@ -6,7 +6,8 @@
 //   initiator N  the other side: reads a target's endpoint, goes to RTS, prints its own, waits
 //             for "ready", writes the N messages, then prints the lines the target must have
 //             printed
-//   probe     prints "port <state> reg <0 or errno>", or "no device" (for SOFTNIC_* settings)
+//   probe     prints "devices <n> last <name> ports <n> port <state of the last port> reg <0 or
+//             errno of a registration>", or "no device" (for the SOFTNIC_* settings)
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -75,18 +76,25 @@ int initiator(int n) {
 }
 
 int probe() {
-  ibv_device* dev = firstDevice();
-  if (dev == nullptr) {
+  int devices = 0;
+  ibv_device** list = ibv_get_device_list(&devices);
+  if (devices == 0) {
+    ibv_free_device_list(list);
     std::cout << "no device" << std::endl;
     return 0;
   }
-  ibv_context* ctx = ibv_open_device(dev);
+  ibv_context* ctx = ibv_open_device(list[devices - 1]);
+  std::string last = ibv_get_device_name(list[devices - 1]);
+  ibv_free_device_list(list);
+  ibv_device_attr attr{};
+  ibv_query_device(ctx, &attr);
   ibv_port_attr port{};
-  ibv_query_port(ctx, 1, &port);
+  ibv_query_port(ctx, attr.phys_port_cnt, &port);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   static char buf[4096];
   ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-  std::cout << "port " << port.state << " reg " << (mr != nullptr ? 0 : errno) << std::endl;
+  std::cout << "devices " << devices << " last " << last << " ports " << int(attr.phys_port_cnt)
+            << " port " << port.state << " reg " << (mr != nullptr ? 0 : errno) << std::endl;
   if (mr != nullptr) ibv_dereg_mr(mr);
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);

@@ -147,13 +147,15 @@ TEST(SoftnicProcesses, KilledPeerMakesTheNextWriteExceedItsRetries) {
 TEST(SoftnicProcesses, StartupSettingsComeFromTheEnvironment) {
   {
     Peer peer({"probe"});
-    EXPECT_EQ(peer.readLine(), "port " + std::to_string(IBV_PORT_ACTIVE) + " reg 0");
+    EXPECT_EQ(peer.readLine(),
+              "devices 1 last softnic0 ports 1 port " + std::to_string(IBV_PORT_ACTIVE) + " reg 0");
     EXPECT_EQ(peer.wait(), 0);
   }
   {
-    Peer peer({"probe"}, {"SOFTNIC_PORT_STATE=down", "SOFTNIC_FAULT=reg_fail@0"});
-    EXPECT_EQ(peer.readLine(),
-              "port " + std::to_string(IBV_PORT_DOWN) + " reg " + std::to_string(ENOMEM));
+    Peer peer({"probe"}, {"SOFTNIC_PORT_STATE=down", "SOFTNIC_FAULT=reg_fail@0",
+                          "SOFTNIC_DEVICES=nicA,nicB", "SOFTNIC_PORTS=2"});
+    EXPECT_EQ(peer.readLine(), "devices 2 last nicB ports 2 port " + std::to_string(IBV_PORT_DOWN) +
+                                   " reg " + std::to_string(ENOMEM));
     EXPECT_EQ(peer.wait(), 0);
   }
   {
