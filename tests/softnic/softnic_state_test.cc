@@ -177,6 +177,11 @@ TEST(SoftnicObjects, InUseObjectsRefuseToGoAndKeysAreChecked) {
   init.qp_type = IBV_QPT_UD;
   init.cap.max_send_wr = 1;
   EXPECT_EQ(ibv_create_qp(a.pd, &init), nullptr);
+  // A CQ without a channel may be armed; the event goes nowhere.
+  ibv_cq* bare = ibv_create_cq(a.ctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(bare, nullptr);
+  EXPECT_EQ(ibv_req_notify_cq(bare, 0), 0);
+  EXPECT_EQ(ibv_destroy_cq(bare), 0);
 }
 
 }  // namespace
