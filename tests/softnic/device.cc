@@ -79,6 +79,9 @@ std::vector<Device*>* makeDevices() {
     for (char c : name + std::to_string(ip) + std::to_string(getpid()))
       h = (h ^ uint8_t(c)) * 1099511628211ull;
     dev->guid = htobe64(h);
+    // QP numbers differ between processes, as on hardware, so a request that reaches the wrong
+    // NIC (a reused TCP port) finds no QP to match it.
+    dev->nextQpn = 0x100 + uint32_t(h >> 40) % 0x8000;
     ibv_device& d = dev->shell.ibv;
     d.node_type = IBV_NODE_CA;
     d.transport_type = IBV_TRANSPORT_IB;

@@ -51,7 +51,7 @@ struct Device {
   std::map<uint32_t, std::shared_ptr<Qp>> qps;
   std::map<uint32_t, struct Mr*> mrs;  // by lkey and by rkey (rkey = lkey | kRkeyBit)
   std::vector<Context*> contexts;
-  uint32_t nextQpn = 0x11;
+  uint32_t nextQpn = 0x100;  // seeded per process in device.cc
   uint32_t nextKey = 0x1001;
   bool listening = false;
 
