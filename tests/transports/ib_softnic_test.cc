@@ -82,6 +82,9 @@ void allReduce(int nranks, size_t count, bool useMemAlloc, bool registerBuffers,
     for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i % 97) + r);
     const loomResult_t rc =
         loomAllReduce(data, data, count, loomFloat32, loomSum, comms[r], nullptr);
+    // This rank's buffer is still registered (it is freed below): a step went zero-copy.
+    if ((useMemAlloc || registerBuffers) && liveRegistrations() == 0)
+      (*errors)[r] = "no step went zero-copy from the registered buffer";
     if (rc != loomSuccess) {
       (*errors)[r] = strCat("allreduce (", rc, "): ", loomGetLastError(comms[r]));
     } else {
@@ -125,8 +128,11 @@ TEST_F(IbSoftnic, RegisteredBuffersGoZeroCopy) {
   EXPECT_EQ(liveRegistrations(), 0u) << "loomCommDeregister leaves no registration behind";
 }
 
-// Faults of the software NIC reach every rank as loomRemoteError, not a hang.
-void expectFault(const char* spec, const char* status) {
+// Faults of the software NIC reach every rank as an error, not a hang: `spec` is injected
+// after a first AllReduce set up the connections (or before it when `beforeSetup`); each rank
+// must fail with `code` and one of them name `status`.
+void expectFault(const char* spec, const char* status, loomResult_t code = loomRemoteError,
+                 bool beforeSetup = false) {
   void* lib = dlopen(LOOM_SOFTNIC_LIB, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   auto inject = reinterpret_cast<int (*)(const char*)>(dlsym(lib, "loom_softnic_inject"));
@@ -135,19 +141,24 @@ void expectFault(const char* spec, const char* status) {
   std::vector<loomResult_t> results(2);
   std::vector<std::string> errors(2);
   for (int round = 0; round < 2; ++round) {
-    if (round == 1) ASSERT_EQ(inject(spec), 0) << spec;  // the first round sets up the QPs
+    if (beforeSetup && round == 0) ASSERT_EQ(inject(spec), 0) << spec;
+    if (!beforeSetup && round == 1) ASSERT_EQ(inject(spec), 0) << spec;
     loom::test::runThreads(2, [&](int r) {
       std::vector<float> data(1 << 16, 1.0f);
       results[r] = loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
                                  comms[r], nullptr);
       errors[r] = loomGetLastError(comms[r]);
     });
+    if (beforeSetup) break;
     if (round == 0)
       for (int r = 0; r < 2; ++r) ASSERT_EQ(results[r], loomSuccess) << errors[r];
   }
   bool named = false;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(results[r], loomRemoteError) << "rank " << r << ": " << errors[r];
+    if (code == loomRemoteError)
+      EXPECT_EQ(results[r], loomRemoteError) << "rank " << r << ": " << errors[r];
+    else
+      EXPECT_NE(results[r], loomSuccess) << "rank " << r;
     named |= contains(errors[r], status);
   }
   EXPECT_TRUE(named) << "no rank names " << status << ": " << errors[0] << " | " << errors[1];
@@ -157,6 +168,10 @@ void expectFault(const char* spec, const char* status) {
 
 TEST_F(IbSoftnic, RetryExceededIsARemoteError) { expectFault("retry_exceeded@0", "retry"); }
 TEST_F(IbSoftnic, QpFatalIsARemoteError) { expectFault("qp_fatal@0", "rank"); }
+TEST_F(IbSoftnic, PortDownIsARemoteError) { expectFault("port_down", "port"); }
+TEST_F(IbSoftnic, RegistrationFailureFailsSetup) {
+  expectFault("reg_fail@0", "registering a ring", loomSystemError, /*beforeSetup=*/true);
+}
 
 }  // namespace
 }  // namespace loom::transport::ib

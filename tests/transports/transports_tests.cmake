@@ -70,4 +70,16 @@ if(LOOM_WITH_IBVERBS AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../softnic/CMakeLists.
   gtest_discover_tests(loom_ib_softnic_tests
     PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 300 LABELS softnic
     DISCOVERY_TIMEOUT 60)
+
+  # The collective suites with every pair forced onto ib over the software NIC: every
+  # collective x type x op at 1-8 thread ranks, then rank processes (the "shm" cases, which
+  # set no transport of their own, and a peer killed mid-AllReduce).
+  set(loom_ib_env "LOOM_TRANSPORT=ib;LOOM_IBVERBS_LIB=$<TARGET_FILE:loom_softnic>"
+    "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60")
+  add_test(NAME ib_softnic_coll_threads COMMAND loom_coll_tests
+    "--gtest_filter=Shm/AllReduceRanks.*:Shm/AllReduceGroupStyle.*:Shm/BroadcastRanks.*:Shm/ReduceRanks.*:Shm/GatherScatterRanks.*:Shm/RingRanks.*")
+  add_test(NAME ib_softnic_coll_processes COMMAND loom_coll_tests
+    "--gtest_filter=*CollProcesses.*shm*:Transports/PeerKilledDuringAllReduce.*shm*")
+  set_tests_properties(ib_softnic_coll_threads ib_softnic_coll_processes PROPERTIES
+    ENVIRONMENT "${loom_ib_env}" TIMEOUT 600 LABELS softnic)
 endif()
