@@ -71,6 +71,21 @@ if(LOOM_WITH_IBVERBS AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../softnic/CMakeLists.
     PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 300 LABELS softnic
     DISCOVERY_TIMEOUT 60)
 
+  # The same table filled from the software NIC linked in (loom_softnic_lookup), not dlopen'ed:
+  # its own binary, so the two copies of the test double never meet in one process.
+  add_executable(loom_ib_inprocess_tests
+    ${loom_transport_test_dir}/ib_inprocess_test.cc
+    ${loom_transport_test_dir}/transport_test_util.cc
+    ${loom_transport_test_dir}/../test_util.cc)
+  target_link_libraries(loom_ib_inprocess_tests PRIVATE loom_static loom_softnic_static
+    GTest::gtest_main)
+  target_compile_options(loom_ib_inprocess_tests PRIVATE ${loom_warnings})
+  target_compile_definitions(loom_ib_inprocess_tests PRIVATE
+    LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_transport_test_rank>")
+  gtest_discover_tests(loom_ib_inprocess_tests
+    PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 120 LABELS softnic
+    DISCOVERY_TIMEOUT 60)
+
   # The collective suites with every pair forced onto ib over the software NIC: every
   # collective x type x op at 1-8 thread ranks, then rank processes (the "shm" cases, which
   # set no transport of their own, and a peer killed mid-AllReduce).
@@ -82,4 +97,14 @@ if(LOOM_WITH_IBVERBS AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../softnic/CMakeLists.
     "--gtest_filter=*CollProcesses.*shm*:Transports/PeerKilledDuringAllReduce.*shm*")
   set_tests_properties(ib_softnic_coll_threads ib_softnic_coll_processes PROPERTIES
     ENVIRONMENT "${loom_ib_env}" TIMEOUT 600 LABELS softnic)
+
+  # The multi-host test (tests/netns: 3 namespaces x 2 rank processes, every collective and
+  # AllReduce forced through hier, ring, tree and doubling) with every pair on ib, the soft
+  # NICs bound to each namespace's veth.
+  add_test(NAME netns_multihost_ib
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/../netns/run_netns_test.sh
+      $<TARGET_FILE:loom_coll_rank> $<TARGET_FILE:loom_netns_rank>)
+  set_tests_properties(netns_multihost_ib PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+    RUN_SERIAL TRUE LABELS softnic
+    ENVIRONMENT "LOOM_TRANSPORT=ib;LOOM_IBVERBS_LIB=$<TARGET_FILE:loom_softnic>;SOFTNIC_IFNAME=loomnet0")
 endif()
