@@ -5,8 +5,11 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/loom.h"
@@ -58,6 +61,54 @@ void ringExchange(int nranks, uint64_t steps) {
 TEST_F(IbSoftnic, RingOfTwo) { ringExchange(2, 1000); }
 TEST_F(IbSoftnic, RingOfThree) { ringExchange(3, 1000); }
 TEST_F(IbSoftnic, RingOfFour) { ringExchange(4, 500); }
+
+// An idle receiver sleeps on the completion channel's fd (armWait, then WaitSet::sleep) and the
+// sender's write wakes it: the sleep ends long before its limit, with the step there.
+TEST_F(IbSoftnic, AnIdleReceiverSleepsUntilTheStepArrives) {
+  std::vector<loomComm_t> comms = loom::test::initThreads(2, loom::test::makeId());
+  std::atomic<bool> asleep{false};
+  std::vector<std::string> errors(2);
+  loom::test::runThreads(2, [&](int r) {
+    try {
+      auto& comm = *static_cast<Comm*>(comms[r]);
+      Connections conns = connectAll(comm, {ConnectionRequest{1 - r, 0, r == 0}}, 1);
+      if (r == 1) {
+        RecvConnection& recv = *conns.recvs[0];
+        WaitSet set;
+        set.clear();
+        ASSERT_EQ(recv.armWait(set), WaitArm::kArmed);
+        asleep = true;
+        const auto start = std::chrono::steady_clock::now();
+        set.sleep(std::chrono::seconds(100));
+        set.lower();
+        // Only a lost wakeup takes anywhere near the limit.
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
+        size_t bytes = 0;
+        const void* data = nullptr;
+        for (int i = 0; i < 1000000 && data == nullptr; ++i) {
+          recv.progress();
+          data = recv.tryReceive(&bytes);
+        }
+        ASSERT_NE(data, nullptr);
+        EXPECT_EQ(bytes, 100u);
+        EXPECT_EQ(static_cast<const uint8_t*>(data)[99], 42);
+        recv.release();
+      } else {
+        SendConnection& send = *conns.sends[0];
+        while (!asleep) std::this_thread::yield();
+        void* slot = send.tryAcquire();
+        ASSERT_NE(slot, nullptr);
+        std::memset(slot, 42, 100);
+        send.post(100);
+        while (!send.drained()) send.progress();
+      }
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  loom::test::finalizeAndDestroy(comms);
+}
 
 // AllReduce (sum) of rank-dependent small integers in float and int32, exact whatever the
 // order of the additions; in place, from `alloc`'s buffers when given.
