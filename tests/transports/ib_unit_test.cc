@@ -149,28 +149,18 @@ TEST(IbVerbsTable, MissingLibraryIsAReasonNotACrash) {
   EXPECT_NE(v.error.find("cannot load /nonexistent/libibverbs.so.1"), std::string::npos) << v.error;
 }
 
-TEST(IbPortChoice, NearestNicForGpusElseSpread) {
-  std::vector<IbPort> ports(2);
+TEST(IbPortChoice, TheTopologysNicElseSpread) {
+  std::vector<IbPort> ports(3);
   ports[0].deviceName = "mlx5_0";
   ports[1].deviceName = "mlx5_1";
-  EXPECT_EQ(choosePort(ports, nullptr, -1, 0), 0);
-  EXPECT_EQ(choosePort(ports, nullptr, -1, 3), 1);
-  EXPECT_EQ(choosePort({}, nullptr, 0, 0), -1);
-
-  // Two GPUs, each under the PCIe switch of one NIC (in the opposite order of the ports).
-  topo::NodeTopology node;
-  node.gpus.resize(2);
-  node.gpus[0].where.pciChain = {"hostbridge 0", "bridge A"};
-  node.gpus[1].where.pciChain = {"hostbridge 0", "bridge B"};
-  node.nics.resize(2);
-  node.nics[0].name = "mlx5_1";
-  node.nics[0].kind = topo::NicKind::kInfiniBand;
-  node.nics[0].where.pciChain = {"hostbridge 0", "bridge A"};
-  node.nics[1].name = "mlx5_0";
-  node.nics[1].kind = topo::NicKind::kInfiniBand;
-  node.nics[1].where.pciChain = {"hostbridge 0", "bridge B"};
-  EXPECT_EQ(choosePort(ports, &node, 0, 0), 1);  // GPU0 -> mlx5_1
-  EXPECT_EQ(choosePort(ports, &node, 1, 0), 0);  // GPU1 -> mlx5_0
+  ports[2].deviceName = "mlx5_1";  // its second port
+  ports[2].port = 2;
+  EXPECT_EQ(choosePort(ports, "mlx5_1", 0), 1);
+  EXPECT_EQ(choosePort(ports, "mlx5_0", 2), 0);
+  EXPECT_EQ(choosePort(ports, "", 0), 0);
+  EXPECT_EQ(choosePort(ports, "", 4), 1);
+  EXPECT_EQ(choosePort(ports, "eth0", 5), 2);  // a NIC without an RDMA port: spread
+  EXPECT_EQ(choosePort({}, "mlx5_0", 0), -1);
 }
 
 }  // namespace

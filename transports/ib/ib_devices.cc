@@ -7,7 +7,6 @@
 #include "src/base/env.h"
 #include "src/base/error.h"
 #include "src/base/logging.h"
-#include "src/topo/path_class.h"
 #include "transports/ib/ib_hca_filter.h"
 #include "transports/ib/ib_verbs.h"
 
@@ -188,16 +187,10 @@ void IbDevices::discover() {
   }
 }
 
-int choosePort(const std::vector<IbPort>& ports, const topo::NodeTopology* node, int gpu,
-               int localIndex) {
+int choosePort(const std::vector<IbPort>& ports, const std::string& nic, int localIndex) {
   if (ports.empty()) return -1;
-  if (node != nullptr && gpu >= 0 && gpu < static_cast<int>(node->gpus.size())) {
-    const int nic = topo::pairGpusWithNics(*node)[gpu];
-    if (nic >= 0) {
-      for (size_t i = 0; i < ports.size(); ++i)
-        if (ports[i].deviceName == node->nics[nic].name) return static_cast<int>(i);
-    }
-  }
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (!nic.empty() && ports[i].deviceName == nic) return static_cast<int>(i);
   const int n = static_cast<int>(ports.size());
   return ((localIndex % n) + n) % n;
 }

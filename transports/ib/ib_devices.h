@@ -18,8 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "src/topo/node_topology.h"
-
 namespace loom::transport::ib {
 
 // One entry of a port's GID table as sysfs and the device describe it.
@@ -71,10 +69,9 @@ class IbDevices {
   std::string reason_;
 };
 
-// The port a rank uses: for a GPU rank (gpu >= 0) the port of the hwloc NIC nearest its GPU
-// (topo::pairGpusWithNics); else, and when the topology names none of the ports' devices,
-// ports[localIndex % ports.size()], spreading ranks over ports. `node` may be null.
-int choosePort(const std::vector<IbPort>& ports, const topo::NodeTopology* node, int gpu,
-               int localIndex);
+// The port a rank uses: the first port of `nic`, the hwloc NIC the topology gives the rank
+// (paired with its GPU, else nearest its NUMA node: Peers::localNic); when it is empty or has no
+// usable port, ports[localIndex % ports.size()], spreading ranks over ports. -1 without ports.
+int choosePort(const std::vector<IbPort>& ports, const std::string& nic, int localIndex);
 
 }  // namespace loom::transport::ib

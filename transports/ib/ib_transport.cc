@@ -32,9 +32,8 @@ const IbPort& portFor(const SetupContext& ctx) {
   const IbDevices& devs = IbDevices::instance();
   LOOM_ENFORCE(devs.usable(), InvalidArgument, "the ib transport cannot connect rank ",
                ctx.peers.rank(), " and rank ", ctx.peer, ": ", devs.reason());
-  const RankInfo& self = ctx.peers.rankInfo(ctx.peers.rank());
-  const int gpu = self.device;
-  return devs.ports()[choosePort(devs.ports(), nullptr, gpu, ctx.peers.rank())];
+  const topo::Nic* nic = ctx.peers.localNic();
+  return devs.ports()[choosePort(devs.ports(), nic != nullptr ? nic->name : "", ctx.peers.rank())];
 }
 
 class IbPendingRecv final : public PendingRecv {
