@@ -224,5 +224,57 @@ TEST_F(IbSoftnic, RegistrationFailureFailsSetup) {
   expectFault("reg_fail@0", "registering a ring", loomSystemError, /*beforeSetup=*/true);
 }
 
+// Discovery against the software NIC's devices and ports (each test is its own process, so
+// discovery runs anew with the environment set here).
+class IbSoftnicDevices : public ::testing::Test {
+ protected:
+  ScopedEnv lib_{"LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB};
+  ScopedEnv devices_{"SOFTNIC_DEVICES", "softnic0,softnic1"};
+  ScopedEnv ports_{"SOFTNIC_PORTS", "2"};
+};
+
+TEST_F(IbSoftnicDevices, EveryActivePortByDefault) {
+  const IbDevices& d = IbDevices::instance();
+  ASSERT_EQ(d.ports().size(), 4u) << d.reason();
+  EXPECT_EQ(d.ports()[3].describe(), "softnic1:2 (RoCE, GID index 0)");
+}
+
+TEST_F(IbSoftnicDevices, HcaFilterChoosesPorts) {
+  ScopedEnv hca("LOOM_IB_HCA", "^softnic0,softnic1:2");
+  const IbDevices& d = IbDevices::instance();
+  ASSERT_EQ(d.ports().size(), 1u) << d.reason();
+  EXPECT_EQ(d.ports()[0].deviceName, "softnic1");
+  EXPECT_EQ(d.ports()[0].port, 1);
+  EXPECT_FALSE(d.ports()[0].infiniband);
+}
+
+TEST_F(IbSoftnicDevices, AFilterThatMatchesNothingSaysSo) {
+  ScopedEnv hca("LOOM_IB_HCA", "=softnic");
+  EXPECT_FALSE(IbDevices::instance().usable());
+  EXPECT_TRUE(contains(IbDevices::instance().reason(), "softnic1:2 (not in LOOM_IB_HCA)"))
+      << IbDevices::instance().reason();
+}
+
+TEST_F(IbSoftnicDevices, PortsDownAreNamed) {
+  ScopedEnv down("SOFTNIC_PORT_STATE", "down");
+  EXPECT_FALSE(IbDevices::instance().usable());
+  EXPECT_TRUE(contains(IbDevices::instance().reason(), "softnic0:1 (down)"))
+      << IbDevices::instance().reason();
+}
+
+TEST_F(IbSoftnicDevices, NoDevice) {
+  ScopedEnv none("SOFTNIC_DEVICES", "");
+  EXPECT_FALSE(IbDevices::instance().usable());
+  EXPECT_TRUE(contains(IbDevices::instance().reason(), "finds no RDMA device"))
+      << IbDevices::instance().reason();
+}
+
+TEST_F(IbSoftnicDevices, GidIndexFromTheEnvironment) {
+  ScopedEnv gid("LOOM_IB_GID_INDEX", "3");  // the soft NIC has one GID, at index 0
+  EXPECT_FALSE(IbDevices::instance().usable());
+  EXPECT_TRUE(contains(IbDevices::instance().reason(), "no GID at index 3"))
+      << IbDevices::instance().reason();
+}
+
 }  // namespace
 }  // namespace loom::transport::ib
