@@ -42,6 +42,9 @@ class Peers {
   virtual const RankInfo& rankInfo(int rank) const = 0;
   // How the topology connects this rank and `peer` (kSameProcess ... kNetwork).
   virtual topo::PathClass pathClass(int peer) const = 0;
+  // The NIC the topology gives this rank's traffic (paired with its GPU, else nearest its
+  // NUMA node; src/topo/system.h), or null when the topology shows none.
+  virtual const topo::Nic* localNic() const { return nullptr; }
   // One message to or from `peer`, matched by tag (tags.h); receiving checks the size.
   virtual void sendBlob(int peer, uint32_t tag, const void* data, size_t size) = 0;
   virtual void recvBlob(int peer, uint32_t tag, void* data, size_t size) = 0;

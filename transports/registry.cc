@@ -12,6 +12,9 @@
 #include "transports/slot_ring.h"
 #include "transports/socket/socket_transport.h"
 #include "transports/tags.h"
+#if LOOM_HAVE_IBVERBS
+#include "transports/ib/ib_transport.h"
+#endif
 
 namespace loom::transport {
 namespace {
@@ -193,7 +196,12 @@ const std::vector<Transport*>& transports() {
   // Stateless objects, in order of preference; the table is constant after first use.
   static ShmTransport shm;
   static SocketTransport socket;
+#if LOOM_HAVE_IBVERBS
+  static ib::IbTransport ib;
+  static const std::vector<Transport*> table{&shm, &ib, &socket};
+#else
   static const std::vector<Transport*> table{&shm, &socket};
+#endif
   return table;
 }
 

@@ -13,3 +13,16 @@ list(APPEND loom_sources
   transports/socket/socket_transport.cc
   transports/wait.cc
 )
+# The ibverbs transport: built against verbs.h only; libibverbs is dlopen'ed at run time.
+if(LOOM_WITH_IBVERBS)
+  list(APPEND loom_sources
+    transports/ib/ib_async.cc
+    transports/ib/ib_connection.cc
+    transports/ib/ib_devices.cc
+    transports/ib/ib_hca_filter.cc
+    transports/ib/ib_mr_cache.cc
+    transports/ib/ib_qp.cc
+    transports/ib/ib_transport.cc
+    transports/ib/ib_verbs.cc
+  )
+endif()

@@ -389,6 +389,20 @@ LOOM_API loomResult_t loomMemAlloc(void** ptr, size_t size);
  * it may keep the pages until it drops its mapping later. */
 LOOM_API loomResult_t loomMemFree(void* ptr);
 
+/** Registers [buff, buff + size) with the RDMA devices of `comm`'s transports (NCCL's
+ * ncclCommRegister), so that steps of collectives and point-to-point calls sent from it go to
+ * the network without a copy through a ring; returns the registration in *handle. Memory from
+ * loomMemAlloc needs no registration (it is registered on first use). Without an RDMA device
+ * the call succeeds and changes nothing. Registering pins the pages: call it once per buffer,
+ * not per operation, and keep the buffer until loomCommDeregister. Fails with
+ * loomInvalidArgument for a NULL buff or handle, size 0, or an unknown communicator. */
+LOOM_API loomResult_t loomCommRegister(const loomComm_t comm, void* buff, size_t size,
+                                       void** handle);
+/** Releases a registration from loomCommRegister (NCCL's ncclCommDeregister). No operation
+ * that sends from the buffer may still run. Fails with loomInvalidArgument for a handle
+ * loomCommRegister did not return or that was released already. */
+LOOM_API loomResult_t loomCommDeregister(const loomComm_t comm, void* handle);
+
 /** Where the scalar of loomRedOpCreatePreMulSum lives. */
 typedef enum {
   loomScalarDevice = 0,

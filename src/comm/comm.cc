@@ -281,6 +281,13 @@ topo::PathClass Comm::pathBetween(int a, int b) const {
                                                       : topo::PathClass::kNetwork;
 }
 
+const topo::Nic* Comm::localNic() const {
+  if (rank_ >= system_.nranks()) return nullptr;
+  const topo::RankPlace& place = system_.rank(rank_);
+  const std::vector<topo::Nic>& nics = system_.nodes().at(place.node).nics;
+  return place.nic >= 0 && place.nic < static_cast<int>(nics.size()) ? &nics[place.nic] : nullptr;
+}
+
 const RankInfo& Comm::rankInfo(int rank) const {
   LOOM_ENFORCE(rank >= 0 && static_cast<size_t>(rank) < rankInfos_.size(), InternalError,
                "rank information of rank ", rank, " asked before the rank exchange");

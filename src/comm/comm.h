@@ -99,6 +99,7 @@ class Comm final : public loomComm, public transport::Peers {
   // ---- What transports ask while they set up connections (transports/peers.h) ----
   const RankInfo& rankInfo(int rank) const override;
   topo::PathClass pathClass(int peer) const override { return pathBetween(rank_, peer); }
+  const topo::Nic* localNic() const override;
   void sendBlob(int peer, uint32_t tag, const void* data, size_t size) override;
   void recvBlob(int peer, uint32_t tag, void* data, size_t size) override;
   Socket connectData(int peer, uint32_t tag) override;
