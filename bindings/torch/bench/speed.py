@@ -1,13 +1,19 @@
 """Speed of the loom backend: DDP step time against gloo, and all_reduce against all_reduce_perf.
 
     python3 bindings/torch/bench/speed.py [--perf build/perf/all_reduce_perf] [--repeat 3]
-        [--binding LABEL=DIR ...] [--json out.json]
+        [--batch 8] [--binding LABEL=DIR ...] [--json out.json]
 
 1. DDP: one training step (forward, backward with DDP's bucketed all_reduce, SGD) of a model of
    about 10 M float32 parameters, on 2 and 4 ranks, with backend "loom" and "gloo", interleaved
-   in the same run. "compute" is the same step without DDP in as many processes at once: what
-   any backend's step time would be if communication cost nothing, so compute / gloo is the
-   lowest loom / gloo this machine allows.
+   in the same run, every rank with one torch thread. "compute" is the same step without DDP in
+   as many processes at once: what any backend's step time would be if communication cost
+   nothing, so compute / gloo is the lowest loom / gloo this machine allows. The batch is small
+   (--batch, default 8) so that the gradients' all_reduce (about 38 MB a step) is a real share
+   of the step; the step is then mostly memory traffic (weights, fresh gradients, DDP's bucket
+   copies), which hardly depends on the batch. "cpu" is the CPU time a rank's process spends
+   per step (all its threads): on a machine with fewer cores than ranks' threads that, not the
+   wall time, is what a backend costs, and it is still meaningful while others load the
+   machine.
 2. all_reduce (float32, SUM, in place, the tensor reused) through torch.distributed on loom
    against loom's own all_reduce_perf (the same ranks as processes, pageable buffers, in-place
    column) at 1 MiB, 16 MiB and 256 MiB on 2 ranks. "loop" times calls back to back, as
@@ -63,12 +69,12 @@ def model_10m():
                          nn.Linear(2048, 1024), nn.ReLU(), nn.Linear(1024, 1024))
 
 
-def ddp_rank(rank, world, port, backend, path, steps, out):
+def ddp_rank(rank, world, port, backend, path, steps, batch, out):
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    x = torch.randn(32, 1024)
+    x = torch.randn(batch, 1024)
     if backend == "compute":
         # No process group: the ranks only start together (a file barrier would cost more).
         model = model_10m()
@@ -80,18 +86,19 @@ def ddp_rank(rank, world, port, backend, path, steps, out):
         model = DDP(model_10m())
         sync = dist.barrier
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    times = []
+    times, cpu = [], []
     for step in range(steps + 3):  # 3 warm-up steps
         sync()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()
         if step >= 3:
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
     if rank == 0:
         params = sum(p.numel() for p in model.parameters())
-        out.put((params, statistics.median(times)))
+        out.put((params, statistics.median(times), statistics.median(cpu)))
     if backend != "compute":
         dist.destroy_process_group()
 
@@ -178,6 +185,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--perf", default=os.path.normpath(default_perf))
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=8, help="DDP batch size per rank")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     ap.add_argument("--worlds", default="2,4", help="DDP world sizes")
     ap.add_argument("--binding", action="append", default=[], metavar="LABEL=DIR",
@@ -194,18 +202,24 @@ def main():
         backends += [("gloo", "gloo", ""), ("compute", "compute", "")]
         for world in map(int, args.worlds.split(",")):
             times = {label: [] for label, _, _ in backends}
+            cpus = {label: [] for label, _, _ in backends}
             params = 0
             for _ in range(args.repeat):
                 for label, backend, path in backends:
-                    params, t = spawn(ddp_rank, world, backend, path, args.steps)
+                    params, t, c = spawn(ddp_rank, world, backend, path, args.steps, args.batch)
                     times[label].append(t)
-            report["ddp"][world] = {"params": params, "seconds": times}
-            print(f"\nDDP step time, {world} ranks, {params} parameters, median of {args.steps} "
-                  f"steps per run, {args.repeat} runs (ms: median [low, high])")
+                    cpus[label].append(c)
+            report["ddp"][world] = {"params": params, "batch": args.batch, "seconds": times,
+                                    "cpu_seconds": cpus}
+            print(f"\nDDP step, {world} ranks, {params} parameters, batch {args.batch} per rank, "
+                  f"median of {args.steps} steps per run, {args.repeat} runs "
+                  "(ms: median [low, high]; ratios per run)")
             for label in times:
                 ratio = [t / g for t, g in zip(times[label], times["gloo"])]
-                print(f"  {label:>10} {spread(times[label], 1e3):>26}   / gloo "
-                      f"{spread(ratio, 1, '{:.2f}')}")
+                cpu_ratio = [t / g for t, g in zip(cpus[label], cpus["gloo"])]
+                print(f"  {label:>10} wall {spread(times[label], 1e3):>22}  / gloo "
+                      f"{spread(ratio, 1, '{:.2f}'):>18}   rank 0 cpu "
+                      f"{spread(cpus[label], 1e3):>22}  / gloo {spread(cpu_ratio, 1, '{:.2f}')}")
 
     if "all_reduce" not in args.skip:
         have_perf = os.path.exists(args.perf)
