@@ -37,11 +37,10 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.distributed.distributed_c10d import SHRINK_ABORT
 
-from launch import _rank_main, free_port
+from launch import _rank_main, context, free_port
 
 WORLD = 4
 VICTIM = 2
@@ -180,7 +179,7 @@ def rank_main(rank, world, steps, every, kill_step, ckpt_dir):
 def spawn_with_victim(args, ckpt_dir, timeout=120):
     """launch.spawn, except that rank VICTIM is meant to die of SIGKILL."""
     port = free_port()
-    ctx = mp.get_context("spawn")
+    ctx = context()
     body_args = (args.steps, args.every, args.kill_step, ckpt_dir)
     procs = [ctx.Process(target=_rank_main, args=(r, WORLD, port, rank_main, body_args, 60))
              for r in range(WORLD)]
