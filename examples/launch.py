@@ -186,7 +186,8 @@ def demonstrate(name, body, world, fault, argv=None):
     the message of every rank must name one of the ranks `fault` gives for it (rank -> ranks,
     or None for a rank whose own error is the cause). A --world other than `world` runs the
     program without the check. Returns the exit code."""
-    parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__.split("\n")[0])
+    doc = sys.modules["__main__"].__doc__ or name
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--world", type=int, default=world,
                         help=f"ranks; only {world} is checked")
     parser.add_argument("--backend", nargs="+", default=["loom", "gloo"],
