@@ -2,8 +2,10 @@
 
     python3 examples/parallel_3d.py
 
-Rank r = 4 * dp + 2 * pp + tp. The groups come from splitting the default group's loom
-communicator (torch.distributed.split_group, which runs loomCommSplit: no new rendezvous):
+Rank r = 4 * dp + 2 * pp + tp. The groups come from `new_group`. The default group is bound
+to a device (init_process_group(device_id=...)), so torch makes each new group by splitting
+it: on loom, loomCommSplit of the default group's communicator, no new rendezvous. Every rank
+calls new_group for every group, in the same order, as torch requires:
 - tensor-parallel groups {4d+2p, 4d+2p+1}: the ranks of one pipeline stage of one replica;
 - pipeline pairs need no group: stage 0 of a replica sends activations to stage 1 over the
   default group (isend/irecv to global ranks), stage 1 sends the gradients back;
@@ -109,14 +111,16 @@ def reference():
 def main(rank, world):
     assert world == DP * PP * TP
     dp, pp, tp = rank // (PP * TP), rank // TP % PP, rank % TP
-    # One split of the default group's loom communicator per dimension (loomCommSplit): each
-    # rank passes the whole partition and gets back the group it belongs to.
     tp_groups = [[d * PP * TP + s * TP + t for t in range(TP)]
                  for d in range(DP) for s in range(PP)]
     dp_groups = [[d * PP * TP + s * TP + t for d in range(DP)]
                  for s in range(PP) for t in range(TP)]
-    groups = {"tp": dist.split_group(split_ranks=tp_groups),
-              "dp": dist.split_group(split_ranks=dp_groups)}
+    groups = {}
+    for kind, partition in (("tp", tp_groups), ("dp", dp_groups)):
+        for ranks in partition:
+            group = dist.new_group(ranks)  # a split of the default group, on every rank
+            if rank in ranks:
+                groups[kind] = group
     prev_rank, next_rank = rank - TP, rank + TP  # the same TP slot in the neighbour stage
 
     p = {k: v.clone().requires_grad_() for k, v in shard(block_weights(pp), tp).items()}
@@ -164,6 +168,6 @@ def main(rank, world):
 
 if __name__ == "__main__":
     print(f"parallel_3d: DP x PP x TP = {DP} x {PP} x {TP} on {DP * PP * TP} ranks, loom backend")
-    rc = spawn(main, DP * PP * TP)
+    rc = spawn(main, DP * PP * TP, bind_cpu=True)
     print("parallel_3d: " + ("OK" if rc == 0 else "FAILED"))
     sys.exit(rc)

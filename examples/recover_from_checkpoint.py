@@ -7,7 +7,8 @@ momentum 1/2, lr 1/16). Every `--every` steps rank 0 writes a checkpoint (model 
 state, the next step's number) to a temporary directory. In step `--kill-step`, after its
 backward pass, rank 2 SIGKILLs itself. The other ranks are then in the gradients' all_reduce:
 loom reports the death as an exception (DistBackendError naming rank 2), and each survivor
-prints how long after the kill it arrived. The survivors then
+prints how long after the kill it arrived (the check below requires it within
+MAX_ERROR_DELAY_S, 1 s). The survivors then
 
 1. shrink the default group with `torch.distributed.shrink_group([2], SHRINK_ABORT)` (loom's
    loomCommShrink: no new rendezvous, ranks 0, 1, 3 become 0, 1, 2),
@@ -21,8 +22,8 @@ its parameters, and the loss of every step must equal that of one process runnin
 without interruption, bit for bit. The data make exactness possible: float64 weights that are
 multiples of 1/8, small integer inputs, a loss linear in the outputs, summed (not averaged)
 gradients, momentum 1/2 and lr 1/16, so no sum rounds and the order in which loom adds the
-ranks' gradients cannot change a bit. A mismatch, or a rank ending other than as planned,
-exits non-zero.
+ranks' gradients cannot change a bit. A mismatch, a survivor that got the error more than
+MAX_ERROR_DELAY_S after the kill, or a rank ending other than as planned, exits non-zero.
 """
 
 import argparse
@@ -36,15 +37,15 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.distributed.distributed_c10d import SHRINK_ABORT
 
-from launch import _rank_main, free_port
+from launch import _rank_main, context, free_port
 
 WORLD = 4
 VICTIM = 2
 GLOBAL_BATCH = 12  # divisible by 4 and by 3: the same batch before and after the shrink
+MAX_ERROR_DELAY_S = 1.0  # the survivors must get loom's error this soon after the kill
 LR = 1.0 / 16
 MOMENTUM = 0.5
 
@@ -169,7 +170,7 @@ def rank_main(rank, world, steps, every, kill_step, ckpt_dir):
         f"{GLOBAL_BATCH // new_world} samples per rank instead of {GLOBAL_BATCH // world}")
     run_steps(first, model, opt, new_rank, new_world, steps, every, ckpt_dir, kill_step, losses)
     torch.save({"params": [p.detach() for p in model.parameters()], "losses": losses,
-                "resumed_from": path},
+                "resumed_from": path, "error_delay_s": delay},
                os.path.join(ckpt_dir, f"final_rank{rank}.pt"))
 
 
@@ -178,7 +179,7 @@ def rank_main(rank, world, steps, every, kill_step, ckpt_dir):
 def spawn_with_victim(args, ckpt_dir, timeout=120):
     """launch.spawn, except that rank VICTIM is meant to die of SIGKILL."""
     port = free_port()
-    ctx = mp.get_context("spawn")
+    ctx = context()
     body_args = (args.steps, args.every, args.kill_step, ckpt_dir)
     procs = [ctx.Process(target=_rank_main, args=(r, WORLD, port, rank_main, body_args, 60))
              for r in range(WORLD)]
@@ -232,6 +233,14 @@ def check(args, ckpt_dir):
             print(f"MISMATCH: rank {r}'s losses {final['losses']} differ from the "
                   f"uninterrupted run's {full_losses}", file=sys.stderr)
             ok = False
+    slowest = max(final["error_delay_s"] for final in finals.values())
+    if slowest > MAX_ERROR_DELAY_S:
+        print(f"FAILED: a survivor got the error {slowest:.2f} s after the kill, more than "
+              f"{MAX_ERROR_DELAY_S:g} s", file=sys.stderr)
+        ok = False
+    else:
+        print(f"  every survivor got loom's error within {slowest * 1e3:.0f} ms of the kill "
+              f"(the bound: {MAX_ERROR_DELAY_S:g} s)")
     if not all(torch.equal(p, q) for p, q in zip(resumed_params, full_params)):
         print("MISMATCH: the resumed reference differs from the uninterrupted one",
               file=sys.stderr)
