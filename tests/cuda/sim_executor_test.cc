@@ -2,6 +2,8 @@
 // (src/exec/cuda/sim_executor.h): results are bit-identical to CPU communicators on the same
 // inputs, and a call is ordered after the stream's earlier work and returns before it runs.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <future>
@@ -219,6 +221,54 @@ TEST(SimExecutor, CallsAreOrderedOnTheirStreamAndReturnAtOnce) {
     rt.streamDestroy(streams[r]);
   }
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// Two processes share simulated GPU 0: both inits succeed, the AllReduce on their streams is
+// exact, and the parent warns once that processes share a GPU without MPS.
+TEST(SimExecutor, ProcessesShareAGpu) {
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  constexpr size_t kCount = 5000;
+  auto rank = [&](int r) -> int {
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.device = 0;
+    loomComm_t comm = nullptr;
+    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+    void* stream = rt.streamCreate();
+    auto* buf = static_cast<int32_t*>(rt.malloc(kCount * sizeof(int32_t)));
+    std::vector<int32_t> in(kCount), out(kCount);
+    for (size_t i = 0; i < kCount; ++i) in[i] = static_cast<int32_t>(i) * (r + 1);
+    rt.memcpyAsync(buf, in.data(), kCount * sizeof(int32_t), stream);
+    if (loomAllReduce(buf, buf, kCount, loomInt32, loomSum, comm,
+                      static_cast<loomStream_t>(stream)) != loomSuccess)
+      return 11;
+    rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
+    rt.streamSynchronize(stream);
+    for (size_t i = 0; i < kCount; ++i)
+      if (out[i] != static_cast<int32_t>(i) * 3) return 12;
+    rt.free(buf);
+    rt.streamDestroy(stream);
+    return loomCommDestroy(comm) == loomSuccess ? 0 : 13;
+  };
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(rank(1));
+  ::testing::internal::CaptureStderr();
+  const int parent = rank(0);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(parent, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(contains(log, "MPS is not running")) << log;
 }
 
 }  // namespace
