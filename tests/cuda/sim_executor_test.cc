@@ -9,9 +9,11 @@
 #include <future>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/loom.h"
+#include "src/base/error.h"
 #include "src/cuda/runtime.h"
 #include "tests/test_util.h"
 
@@ -269,6 +271,51 @@ TEST(SimExecutor, ProcessesShareAGpu) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(contains(log, "MPS is not running")) << log;
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// A call whose peer never comes fails on its stream: by timeout, or at once on abort. Either
+// way the stream's work ends, the stream reports the error and so does the communicator.
+TEST(SimExecutor, MissingPeerTimesOutOrAbortsOnTheStream) {
+  cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+  for (bool abort : {false, true}) {
+    test::ScopedEnv timeout("LOOM_TIMEOUT", abort ? "300" : "1");
+    std::vector<loomComm_t> gpu(2);
+    std::vector<int> devices(2, 0);
+    ASSERT_EQ(loomCommInitAll(gpu.data(), 2, devices.data()), loomSuccess);
+    void* stream = rt.streamCreate();
+    auto* buf = static_cast<float*>(rt.malloc(1024 * sizeof(float)));
+    ASSERT_EQ(loomAllReduce(buf, buf, 1024, loomFloat32, loomSum, gpu[0],
+                            static_cast<loomStream_t>(stream)),
+              loomSuccess);
+    if (abort) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      EXPECT_FALSE(rt.streamQuery(stream));  // waiting for rank 1
+      EXPECT_EQ(loomCommAbort(gpu[0]), loomSuccess);
+    }
+    std::string msg;
+    try {
+      rt.streamSynchronize(stream);
+    } catch (const CudaError& e) {
+      msg = e.what();
+    }
+    EXPECT_FALSE(msg.empty()) << "the stream reported no error";
+    if (!abort) {
+      EXPECT_TRUE(contains(msg, "AllReduce")) << msg;
+      loomResult_t async = loomSuccess;
+      EXPECT_EQ(loomCommGetAsyncError(gpu[0], &async), loomSuccess);
+      EXPECT_EQ(async, loomTimeout);
+      EXPECT_EQ(loomCommAbort(gpu[0]), loomSuccess);
+    }
+    EXPECT_EQ(loomCommAbort(gpu[1]), loomSuccess);
+    rt.free(buf);
+    rt.streamDestroy(stream);
+  }
 }
 
 }  // namespace

@@ -50,12 +50,12 @@ void SimCudaExecutor::runWork(void* raw) {
   try {
     self.cpu_.run(ops);
   } catch (const Error& e) {
-    failure = e.what();
-    ops.front().comm->setLastError(e.what());
+    failure = strCat(describeCall(ops.front()), " on its CUDA stream: ", e.what());
+    ops.front().comm->setLastError(failure);
     ops.front().comm->markFailed(e.code());
   } catch (const std::exception& e) {
-    failure = e.what();
-    ops.front().comm->setLastError(e.what());
+    failure = strCat(describeCall(ops.front()), " on its CUDA stream: ", e.what());
+    ops.front().comm->setLastError(failure);
     ops.front().comm->markFailed(loomInternalError);
   }
   {
