@@ -23,6 +23,13 @@ struct RankInfo {
   int32_t device = -1;  // LOOM_DEVICE_CPU, or a CUDA device ordinal
   int32_t pid = 0;
   int32_t version = 0;
+  // A CUDA rank's GPU (src/comm/device.h): its UUID (the same for every process that shares
+  // it), PCI bus id ("0000:3b:00.0") and what it can share (cuda::DeviceCap bits); zero for a
+  // CPU rank.
+  uint8_t gpuUuid[16] = {};
+  char gpuBusId[16] = {};
+  uint32_t gpuCaps = 0;
+  int32_t reserved = 0;
 };
 
 namespace transport {

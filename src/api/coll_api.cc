@@ -223,6 +223,7 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
         op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
         op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root);
     if (!hostStreams) {
+      op.deviceStream = static_cast<void*>(streamHandle);
       runOneNow(std::move(op));
       return loomSuccess;
     }

@@ -5,6 +5,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/comm/comm_registry.h"
+#include "src/comm/device.h"
 #include "src/mem/region_registry.h"
 #if LOOM_HAVE_IBVERBS
 #include "transports/ib/ib_mr_cache.h"
@@ -18,6 +19,12 @@ LOOM_API loomResult_t loomMemAlloc(void** ptr, size_t size) {
   return guarded("loomMemAlloc", nullptr, [&] {
     LOOM_ENFORCE(ptr != nullptr, InvalidArgument, "ptr is NULL; pass the address of a void*");
     *ptr = nullptr;
+    // On the current device of a live CUDA communicator: device memory, as ncclMemAlloc.
+    if (void* device = allocCommDeviceMemory(size)) {
+      *ptr = device;
+      LOOM_INFO(kLogShm, "loomMemAlloc: ", size, " bytes of device memory at ", *ptr);
+      return loomSuccess;
+    }
     const MemRegion region = allocRegion(size);
     *ptr = reinterpret_cast<void*>(region.base);
     LOOM_INFO(kLogShm, "loomMemAlloc: region ", region.id, " of ", region.size, " bytes at ", *ptr);
@@ -30,6 +37,7 @@ LOOM_API loomResult_t loomMemFree(void* ptr) {
 #if LOOM_HAVE_IBVERBS
     transport::ib::forgetRegion(ptr);  // before the pages go: nothing stays pinned
 #endif
+    if (freeCommDeviceMemory(ptr)) return loomSuccess;
     freeRegion(ptr);
     return loomSuccess;
   });

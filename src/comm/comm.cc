@@ -79,6 +79,7 @@ CommOptions resolveOptions(const loomConfig_t* config, const CommOptions* parent
 
 Comm::Comm(CommOptions options, int rank, int nranks)
     : options_(std::move(options)),
+      deviceUse_(options_.device),
       rank_(rank),
       nranks_(nranks),
       recorder_(options_.name, rank, nranks) {}
@@ -142,7 +143,9 @@ void Comm::exchangeRankInfo() {
   mine.device = options_.device;
   mine.pid = static_cast<int32_t>(getpid());
   mine.version = LOOM_VERSION_CODE;
+  describeDevice(options_.device, mine);
   bootstrap_->allGather(rankInfos_.data(), sizeof(RankInfo));
+  checkGpuSharing(rankInfos_, rank_);
   std::vector<uint64_t> hosts;
   int localRank = 0, localRanks = 0;
   for (const RankInfo& info : rankInfos_) {

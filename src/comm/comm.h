@@ -21,6 +21,7 @@
 #include "src/bootstrap/unique_id.h"
 #include "src/comm/call_progress.h"
 #include "src/comm/connection_key.h"
+#include "src/comm/device.h"
 #include "src/comm/flight_recorder.h"
 #include "src/topo/system.h"
 #include "transports/peers.h"
@@ -215,6 +216,7 @@ class Comm final : public loomComm, public transport::Peers {
   std::string describe() const;
 
   const CommOptions options_;
+  DeviceUse deviceUse_;  // counts this communicator on its CUDA device (loomMemAlloc asks)
   const int rank_;
   const int nranks_;
   // Faults and hang reports (see abortFlag()). Shared: a split child watches its parent's.

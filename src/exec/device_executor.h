@@ -5,7 +5,9 @@
 //   - The CPU executor (executor.h) runs calls on host threads; streams are NULL or loom host
 //     streams (host_stream.h), which the C API serves.
 //   - A CUDA communicator's executor will launch kernels on its cudaStream_t. Until the CUDA
-//     data path exists it refuses every call with loomInvalidUsage, saying so.
+//     data path exists it refuses every call with loomInvalidUsage, saying so, except under
+//     the simulated runtime (LOOM_CUDA_SIM=1), where cuda/sim_executor.h runs the calls on
+//     their streams through the CPU executor's code.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,8 @@
 #include "src/plan/coll.h"
 
 namespace loom {
+
+class CpuExecutor;
 
 class Executor : public CommLayerState {
  public:
@@ -28,6 +32,9 @@ class Executor : public CommLayerState {
   virtual void run(std::vector<CollOp>& ops) = 0;
   // One call outside a group on the NULL stream: the latency-critical case.
   virtual void runOne(CollOp&& op) = 0;
+  // The CPU executor whose code runs this communicator's plans: itself, or the one the
+  // simulated CUDA executor runs on; nullptr for an executor that runs none.
+  virtual CpuExecutor* hostExecutor() { return nullptr; }
 };
 
 // The executor of `comm`, chosen from its device (LOOM_DEVICE_CPU or a CUDA ordinal); the

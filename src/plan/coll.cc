@@ -4,6 +4,7 @@
 
 #include "src/base/error.h"
 #include "src/comm/comm.h"
+#include "src/comm/device.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 
@@ -63,8 +64,6 @@ void validateCollOp(const CollOp& op, loomRedOp_t userOp) {
   const char* name = collName(op.kind);
   Comm& c = *op.comm;
   c.requireReady(name);
-  LOOM_ENFORCE(c.device() == LOOM_DEVICE_CPU, InvalidUsage, name,
-               ": CUDA communicators have no data path in this loom version yet");
   LOOM_ENFORCE(isValidDataType(op.type), InvalidArgument, name, ": datatype ",
                static_cast<int>(op.type), " is not a loomDataType_t (0 to ", loomNumTypes - 1, ")");
   const int n = c.nranks(), me = c.rank();
@@ -105,6 +104,17 @@ void validateCollOp(const CollOp& op, loomRedOp_t userOp) {
                ": sendbuff is NULL but count is ", op.count);
   LOOM_ENFORCE(!needRecv || op.recvbuff != nullptr, InvalidArgument, name,
                ": recvbuff is NULL but count is ", op.count);
+  if (c.device() != LOOM_DEVICE_CPU) {
+    // A CUDA communicator's buffers must be memory its device reaches, checked by pointer
+    // attributes over each buffer's whole extent.
+    const size_t bytes = op.count * elem;
+    const bool gathers = op.kind == CollKind::kAllGather || op.kind == CollKind::kAlltoAll;
+    const bool scatters = op.kind == CollKind::kReduceScatter || op.kind == CollKind::kAlltoAll;
+    if (needSend)
+      checkCudaBuffer(c.device(), op.sendbuff, scatters ? bytes * blocks : bytes, name, "sendbuff");
+    if (needRecv)
+      checkCudaBuffer(c.device(), op.recvbuff, gathers ? bytes * blocks : bytes, name, "recvbuff");
+  }
 }
 
 }  // namespace loom

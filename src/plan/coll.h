@@ -53,6 +53,8 @@ struct CollOp {
   // Set by the executor for a Send whose buffer a receive of the same group overwrites (an
   // in-place send/recv): its data must be copied out, not read in place by the peer.
   bool inputOverwritten = false;
+  // A CUDA communicator's call: its cudaStream_t (nullptr: the legacy default stream).
+  void* deviceStream = nullptr;
 };
 
 // Checks every argument against the communicator (types, ops, roots, peers, null buffers with

@@ -428,9 +428,9 @@ void CpuExecutor::drain() {
 
 CpuExecutor& cpuExecutorOf(const Comm& comm) {
   Executor& e = executorOf(comm);
-  LOOM_ENFORCE(e.hostStreams(), InvalidUsage, "the CPU executor of a ", e.device(),
-               " communicator");
-  return static_cast<CpuExecutor&>(e);
+  CpuExecutor* cpu = e.hostExecutor();
+  LOOM_ENFORCE(cpu != nullptr, InvalidUsage, "the CPU executor of a ", e.device(), " communicator");
+  return *cpu;
 }
 
 }  // namespace loom

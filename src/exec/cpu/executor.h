@@ -41,6 +41,7 @@ class CpuExecutor final : public Executor {
 
   const char* device() const override { return "cpu"; }
   bool hostStreams() const override { return true; }
+  CpuExecutor* hostExecutor() override { return this; }
   void run(std::vector<CollOp>& ops) override { runOps(ops); }
   void runOne(CollOp&& op) override;
   void quiesce() override;

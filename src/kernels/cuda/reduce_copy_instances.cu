@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "src/base/error.h"
+#include "src/cuda/runtime.h"
 #include "src/kernels/cuda/reduce_copy_cuda.h"
 #include "src/kernels/reduce_copy.h"
 #include "src/kernels/reduce_copy_dispatch.h"
@@ -74,10 +75,8 @@ void reduceCopyCuda(loomDataType_t type, ReduceOpKind op, const ReduceCopyArgs& 
   const unsigned blocks = static_cast<unsigned>(blocksNeeded < 4096 ? blocksNeeded : 4096);
   ReduceCopyArgs copy = args;
   void* params[] = {&copy};
-  const cudaError_t err = cudaLaunchKernel(reduceCopyKernelFor(type, op), dim3(blocks),
-                                           dim3(kReduceCopyThreads), params, 0, stream);
-  LOOM_ENFORCE(err == cudaSuccess, CudaError,
-               "reduceCopyCuda: kernel launch failed: ", cudaGetErrorString(err));
+  cuda::deviceRuntime().launchKernel(reduceCopyKernelFor(type, op), cuda::Dim3{blocks},
+                                     cuda::Dim3{kReduceCopyThreads}, params, 0, stream);
 }
 
 }  // namespace loom

@@ -1,0 +1,31 @@
+# Tests of the device-runtime seam (src/cuda) and CUDA communicators. Included from
+# tests/CMakeLists.txt. Two binaries, since the process's runtime is chosen once, from the
+# environment, which each binary's main() sets:
+#   loom_cuda_tests      the real runtime on this machine (no GPU: it reports none, and CUDA
+#                        communicators are refused with a message)
+#   loom_cuda_sim_tests  the simulated runtime (LOOM_CUDA_SIM=1, two devices): a test double
+#                        of CUDA, and CUDA communicators on it
+add_executable(loom_cuda_tests
+  ${CMAKE_CURRENT_LIST_DIR}/cudart_main.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cudart_runtime_test.cc
+  ${PROJECT_SOURCE_DIR}/tests/test_util.cc)
+target_link_libraries(loom_cuda_tests PRIVATE loom_static GTest::gtest)
+target_compile_options(loom_cuda_tests PRIVATE ${loom_warnings})
+target_compile_definitions(loom_cuda_tests PRIVATE
+  LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>")
+gtest_discover_tests(loom_cuda_tests
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 120
+  DISCOVERY_TIMEOUT 60)
+
+add_executable(loom_cuda_sim_tests
+  ${CMAKE_CURRENT_LIST_DIR}/sim_main.cc
+  ${CMAKE_CURRENT_LIST_DIR}/sim_runtime_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_comm_sim_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/sim_executor_test.cc
+  ${PROJECT_SOURCE_DIR}/tests/test_util.cc)
+target_link_libraries(loom_cuda_sim_tests PRIVATE loom_static GTest::gtest)
+target_compile_options(loom_cuda_sim_tests PRIVATE ${loom_warnings})
+target_compile_definitions(loom_cuda_sim_tests PRIVATE
+  LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>")
+gtest_discover_tests(loom_cuda_sim_tests
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 120 DISCOVERY_TIMEOUT 60)
