@@ -1,6 +1,7 @@
 // loom-topo: what loom sees of a node: CPU sockets, NUMA nodes, GPUs and NICs with their local
 // CPUs, the path class between every pair (like `nvidia-smi topo -m`), the GPU-NIC pairing
-// loom uses, and the summary the tuner reads. This machine by default, or an hwloc XML file.
+// loom uses, and the summary the tuner reads. This machine by default, or a topology file (hwloc
+// or NCCL XML).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,7 +60,9 @@ struct OptionSpec {
 
 const std::vector<OptionSpec>& optionTable() {
   static const std::vector<OptionSpec> table = {
-      {"--xml", "FILE", "read an hwloc XML file (lstopo --of xml) instead of this machine",
+      {"--xml", "FILE",
+       "read a topology file instead of this machine: hwloc XML (lstopo --of xml) or NCCL's "
+       "topology XML (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE), told apart by the root element",
        [](Options& o, const char* v) { o.xml = v; }},
       {"--tune", nullptr,
        "print the tuner's AllReduce decisions (size -> algorithm, protocol, channels, predicted "
@@ -131,20 +134,25 @@ void printDevices(const NodeTopology& node) {
   for (size_t g = 0; g < node.gpus.size(); ++g) {
     const Gpu& gpu = node.gpus[g];
     std::string names = gpu.cudaName + (gpu.nvmlName.empty() ? "" : " " + gpu.nvmlName);
-    std::printf("  GPU%zu  %s  [%04x:%04x]  cuda %d  %s  NUMA %s  cpus %s  PCIe %.1f GB/s\n", g,
+    std::printf("  GPU%zu  %s  [%04x:%04x]  cuda %d  %s  NUMA %s  cpus %s  PCIe %.1f GB/s", g,
                 gpu.where.busId.c_str(), gpu.where.vendorId, gpu.where.deviceId, gpu.cudaIndex,
                 names.empty() ? "-" : names.c_str(), numaName(node, gpu.where.numa).c_str(),
                 gpu.where.cpuset.c_str(), gpu.where.pciLinkGBps);
+    if (gpu.sm > 0) std::printf("  sm %d", gpu.sm);
+    if (gpu.nvlinks > 0) std::printf("  %d NVLinks", gpu.nvlinks);
+    std::printf("\n");
     printPciChain(gpu.where);
   }
   std::printf("NICs:\n");
   if (node.nics.empty()) std::printf("  none\n");
   for (const Nic& nic : node.nics) {
-    std::printf("  %-10s %s  [%04x:%04x]  %-10s netdev %s  NUMA %s  cpus %s  PCIe %.1f GB/s\n",
+    std::printf("  %-10s %s  [%04x:%04x]  %-10s netdev %s  NUMA %s  cpus %s  PCIe %.1f GB/s",
                 nic.name.c_str(), nic.where.busId.c_str(), nic.where.vendorId, nic.where.deviceId,
                 nicKindName(nic.kind), nic.netdev.empty() ? "-" : nic.netdev.c_str(),
                 numaName(node, nic.where.numa).c_str(), nic.where.cpuset.c_str(),
                 nic.where.pciLinkGBps);
+    if (nic.speedGBps > 0) std::printf("  port %.1f GB/s", nic.speedGBps);
+    std::printf("\n");
     printPciChain(nic.where);
   }
 }
@@ -173,7 +181,8 @@ void printMatrix(const NodeTopology& node) {
   }
   std::printf("\nPath classes:\n%s", formatMatrix(names, cells).c_str());
   std::printf("\nLegend:\n  X      self\n");
-  std::printf("  NV#    NVLink, # = GB/s between the pair (hwloc NVLinkBandwidth%s)\n",
+  std::printf("  NV#    NVLink, # = GB/s between the pair (%s%s)\n",
+              node.format == "nccl" ? "NVLink links x per-link rate" : "hwloc NVLinkBandwidth",
               node.hasNvSwitch ? ", through NVSwitch" : "");
   for (int c = static_cast<int>(PathClass::kPcieSwitch); c < kPathClassCount; ++c) {
     Link l = nominalLink(static_cast<PathClass>(c));

@@ -43,6 +43,21 @@ out=$("$tool" --xml "$fixtures/aws-g4dn-metal-t4x8-efa.xml") || { echo "loom-top
 expect "$out" "^  rdmap197s0 +0000:c5:00.0 +\[1d0f:efa0\] +RoCE"
 expect "$out" "^  GPU7 -> rdmap197s0 \(NUMA\)$"
 
+# NCCL's topology XML through the same flag: NDv4 (8x A100, NVSwitch, 8 HDR NICs).
+out=$("$tool" --xml "$fixtures/azure-ndv4-nccl-dump.xml") || { echo "loom-topo failed on NDv4"; exit 1; }
+expect "$out" "^loom-topo: .*: 4 socket\(s\), 4 NUMA node\(s\), 96 cores, 96 PUs, 8 GPU\(s\), 8 NIC\(s\)$"
+expect "$out" "^  GPU0  0001:00:00.0  \[10de:0000\]  cuda 0  -  NUMA 1  cpus 24-47  PCIe 31.5 GB/s  sm 80  12 NVLinks$"
+expect "$out" "^  mlx5_ib0 +0101:00:00.0 .* InfiniBand .* port 25.0 GB/s$"
+expect "$out" "^        via cpu numaid=1 > ffff:ff:02.0$"
+expect "$out" "^GPU0 +X +NV300 +NV300 +NV300 +NV300 +NV300 +NV300 +NV300 +PIX +PIX +SYS"
+expect "$out" "^  NV# +NVLink, # = GB/s between the pair \(NVLink links x per-link rate, through NVSwitch\)$"
+expect "$out" "^  GPU5 -> mlx5_ib5 \(PIX\)$"
+err=$(printf '<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:07:00.0">\n  </cpu>\n</system>\n' >"${TMPDIR:-/tmp}/loom_topo_bad_$$.xml"; "$tool" --xml "${TMPDIR:-/tmp}/loom_topo_bad_$$.xml" 2>&1)
+rc=$?
+rm -f "${TMPDIR:-/tmp}/loom_topo_bad_$$.xml"
+[ $rc -eq 2 ] || { echo "malformed NCCL file: exit status $rc, expected 2"; status=1; }
+expect "$err" "topology file '.*loom_topo_bad_.*\.xml' line 4: </cpu> closes <pci> \(opened on line 3\)"
+
 # A bad file: a clear message naming it, exit status 2, no crash.
 err=$("$tool" --xml "$fixtures/does-not-exist.xml" 2>&1)
 rc=$?
