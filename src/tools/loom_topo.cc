@@ -13,8 +13,10 @@
 #include "src/base/error.h"
 #include "src/topo/discovery.h"
 #include "src/topo/path_class.h"
+#include "src/topo/ring_search.h"
 #include "src/topo/system.h"
 #include "src/tune/decision_table.h"
+#include "src/tune/gpu_model.h"
 #include "src/tune/node_model.h"
 
 namespace {
@@ -28,6 +30,7 @@ struct Options {
   bool tune = false;
   std::vector<int> nodes{1, 2, 8, 64, 1024};
   int cpuRanks = 2;
+  int ranksPerGpu = 1;
 };
 
 std::vector<int> parseNodeList(const char* text) {
@@ -74,6 +77,12 @@ const std::vector<OptionSpec>& optionTable() {
        [](Options& o, const char* v) {
          o.cpuRanks = std::atoi(v);
          LOOM_ENFORCE(o.cpuRanks >= 1, InvalidArgument, "--cpu-ranks wants a number from 1");
+       }},
+      {"--ranks-per-gpu", "N", "ranks sharing each GPU, for the ring and --tune (default 1)",
+       [](Options& o, const char* v) {
+         o.ranksPerGpu = std::atoi(v);
+         LOOM_ENFORCE(o.ranksPerGpu >= 1 && o.ranksPerGpu <= 64, InvalidArgument,
+                      "--ranks-per-gpu wants a number from 1 to 64");
        }},
       {"--help", nullptr, "print this help", [](Options& o, const char*) { o.help = true; }},
   };
@@ -208,6 +217,32 @@ void printPairing(const NodeTopology& node) {
   }
 }
 
+// The ring the topology search finds for this node's GPUs (ranksPerGpu ranks on each), its
+// slowest hop and the channels that fill it.
+void printRing(const NodeTopology& node, int ranksPerGpu) {
+  if (node.gpus.empty()) return;
+  std::vector<RankDescription> ranks;
+  for (size_t g = 0; g < node.gpus.size(); ++g) {
+    for (int k = 0; k < ranksPerGpu; ++k) {
+      RankDescription d;
+      d.hostHash = 1;
+      d.pid = static_cast<int32_t>(ranks.size() + 1);
+      d.gpu = static_cast<int32_t>(g);
+      d.numa = node.gpus[g].where.numa;
+      d.node = node;
+      ranks.push_back(std::move(d));
+    }
+  }
+  System system(ranks);
+  std::vector<int> order = searchRing(system);
+  std::string ring;
+  for (int r : order) ring += strCat(" GPU", system.rank(r).gpu);
+  Link hop = slowestIntraNodeHop(system, order);
+  std::printf("\nRing (%d rank(s) per GPU):%s\n  slowest hop %s %.1f GB/s; %d channel(s) fill it\n",
+              ranksPerGpu, ring.c_str(), pathClassLabel(hop.cls), hop.bandwidthGBps,
+              loom::tune::channelsToFill(hop));
+}
+
 void printSummary(const NodeTopology& node) {
   NodeLinkSummary s = summarizeNode(node);
   std::printf(
@@ -239,7 +274,8 @@ int main(int argc, char** argv) {
         std::printf("\n");
         std::fflush(stdout);
         loom::tune::printDecisionTable(
-            loom::tune::modelForNode(summarizeNode(node), nodes, options.cpuRanks), std::cout);
+            loom::tune::modelForNode(node, nodes, options.cpuRanks, options.ranksPerGpu),
+            std::cout);
         std::cout.flush();
       }
       return 0;
@@ -247,6 +283,7 @@ int main(int argc, char** argv) {
     printDevices(node);
     printMatrix(node);
     printPairing(node);
+    printRing(node, options.ranksPerGpu);
     printSummary(node);
     return 0;
   } catch (const loom::Error& e) {

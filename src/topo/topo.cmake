@@ -7,6 +7,7 @@ list(APPEND loom_sources
   src/topo/nccl_xml_reader.cc
   src/topo/xml_tree.cc
   src/topo/path_class.cc
+  src/topo/ring_search.cc
   src/topo/system.cc
   src/topo/system_exchange.cc
 )

@@ -30,7 +30,9 @@ expect "$out" "^Node summary: 4 GPU\(s\), slowest GPU pair NVL 150.0 GB/s"
 out=$("$tool" --xml "$fixtures/dell-xe8640-h100x4-mlx5x4-nvlink.ipa20.xml" --tune --nodes 2,1024) || {
   echo "loom-topo --tune failed on the XE8640 fixture"; exit 1; }
 echo "$out"
-expect "$out" "^# AllReduce on 2 node\(s\) x 4 rank\(s\), intra 600 GB/s, inter 126.0 GB/s per node"
+# Inside: the ring's slowest hop (NVLink 150) x 4 ranks. Between nodes: the NICs the GPUs are
+# paired with, mlx5_0 (Gen4 x16, 31.5), mlx5_2 and mlx5_3 (Gen5 x16, 63 each).
+expect "$out" "^# AllReduce on 2 node\(s\) x 4 rank\(s\), intra 600 GB/s, inter 157.5 GB/s per node, channels 1-14$"
 expect "$out" "^# AllReduce on 1024 node\(s\) x 4 rank\(s\)"
 expect "$out" "^ +8 B +(tree|hier) +ll "
 expect "$out" "^ +2 GiB +ring +simple "
@@ -52,6 +54,12 @@ expect "$out" "^        via cpu numaid=1 > ffff:ff:02.0$"
 expect "$out" "^GPU0 +X +NV300 +NV300 +NV300 +NV300 +NV300 +NV300 +NV300 +PIX +PIX +SYS"
 expect "$out" "^  NV# +NVLink, # = GB/s between the pair \(NVLink links x per-link rate, through NVSwitch\)$"
 expect "$out" "^  GPU5 -> mlx5_ib5 \(PIX\)$"
+expect "$out" "^Ring \(1 rank\(s\) per GPU\): GPU0 GPU1 GPU2 GPU3 GPU4 GPU5 GPU6 GPU7$"
+expect "$out" "^  slowest hop NVL 300.0 GB/s; 15 channel\(s\) fill it$"
+# NDv2 with the V100 cube-mesh: the ring of double NVLinks; 2 ranks per GPU side by side.
+out=$("$tool" --xml "$fixtures/azure-ndv2-nccl-dump.xml" --ranks-per-gpu 2) || { echo "loom-topo failed on NDv2"; exit 1; }
+expect "$out" "^Ring \(2 rank\(s\) per GPU\): GPU0 GPU0 GPU3 GPU3 GPU2 GPU2 GPU1 GPU1 GPU5 GPU5 GPU6 GPU6 GPU7 GPU7 GPU4 GPU4$"
+expect "$out" "^  slowest hop NVL 50.0 GB/s; 3 channel\(s\) fill it$"
 err=$(printf '<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:07:00.0">\n  </cpu>\n</system>\n' >"${TMPDIR:-/tmp}/loom_topo_bad_$$.xml"; "$tool" --xml "${TMPDIR:-/tmp}/loom_topo_bad_$$.xml" 2>&1)
 rc=$?
 rm -f "${TMPDIR:-/tmp}/loom_topo_bad_$$.xml"
