@@ -9,6 +9,7 @@
 #include "src/base/error.h"
 #include "src/topo/discovery.h"
 #include "src/topo/path_class.h"
+#include "src/topo/xml_tree.h"
 
 namespace loom::topo {
 namespace {
@@ -209,6 +210,56 @@ TEST(NcclXml, MinimalFilesAndNicsWithoutPciAddress) {
   EXPECT_EQ(node.nics[0].name, "eth0");
   EXPECT_EQ(node.nics[0].kind, NicKind::kEthernet);
   EXPECT_DOUBLE_EQ(nicBandwidthGBps(node.nics[0]), 1.25);
+}
+
+TEST(XmlTree, ElementsAttributesEntitiesAndLines) {
+  auto root = parseXml(
+      "\xEF\xBB\xBF<?xml version=\"1.0\"?>\n<a x=\"1 &amp; 2\" y='&lt;&#65;&#x42;&gt;'>\n"
+      "  <!-- c - d -->\n  <b/>\n  <c z = \"&quot;&apos;\"></c >\n</a>\n<!-- after -->\n",
+      "t.xml");
+  EXPECT_EQ(root->name, "a");
+  EXPECT_EQ(root->line, 2);
+  ASSERT_NE(root->attr("x"), nullptr);
+  EXPECT_EQ(*root->attr("x"), "1 & 2");
+  EXPECT_EQ(*root->attr("y"), "<AB>");
+  EXPECT_EQ(root->attr("w"), nullptr);
+  ASSERT_EQ(root->children.size(), 2u);
+  EXPECT_EQ(root->children[0]->name, "b");
+  EXPECT_EQ(root->children[0]->line, 4);
+  EXPECT_EQ(*root->children[1]->attr("z"), "\"'");
+}
+
+TEST(XmlTree, StrictAboutWhatTheFormatsDoNotUse) {
+  auto error = [](const std::string& text) {
+    try {
+      parseXml(text, "t.xml");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("<a x=\"1\" x=\"2\"/>"),
+            "topology file 't.xml' line 1: attribute 'x' appears twice in <a>");
+  EXPECT_EQ(error("<a>\n<![CDATA[x]]></a>"),
+            "topology file 't.xml' line 2: CDATA is not supported in this format");
+  EXPECT_EQ(error("<a x=\"&nbsp;\"/>"), "topology file 't.xml' line 1: unknown entity &nbsp;");
+  EXPECT_EQ(error("<a x=1/>"), "topology file 't.xml' line 1: expected a quoted attribute value");
+  EXPECT_EQ(error("<a><!-- x -- y --></a>"), "topology file 't.xml' line 1: '--' inside a comment");
+  EXPECT_EQ(error("\n\n"),
+            "topology file 't.xml' line 3: no root element (the file holds no XML "
+            "element)");
+  EXPECT_EQ(error("<a/>\ntext"), "topology file 't.xml' line 2: text after the root element");
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "<a>";
+  EXPECT_EQ(error(deep), "topology file 't.xml' line 1: elements nest deeper than 64");
+}
+
+TEST(XmlTree, RootNameTellsTheFormats) {
+  EXPECT_EQ(xmlRootName("<?xml version=\"1.0\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
+                        "<topology version=\"2.0\">"),
+            "topology");
+  EXPECT_EQ(xmlRootName("<!-- p4d <system> -->\n<system version=\"1\">"), "system");
+  EXPECT_EQ(xmlRootName("no markup"), "");
 }
 
 }  // namespace
