@@ -92,7 +92,7 @@ const std::vector<OptionSpec>& optionTable() {
 void printUsage(FILE* out) {
   std::fprintf(out, "usage: loom-topo [options]\n");
   for (const OptionSpec& o : optionTable())
-    std::fprintf(out, "  %-14s %s\n",
+    std::fprintf(out, "  %-18s %s\n",
                  strCat(o.name, o.argument ? " " : "", o.argument ? o.argument : "").c_str(),
                  o.help);
 }
