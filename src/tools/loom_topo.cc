@@ -1,6 +1,7 @@
 // loom-topo: what loom sees of a node: CPU sockets, NUMA nodes, GPUs and NICs with their local
 // CPUs, the path class between every pair (like `nvidia-smi topo -m`), the GPU-NIC pairing
-// loom uses, and the summary the tuner reads. This machine by default, or an hwloc XML file.
+// loom uses, and the summary the tuner reads. This machine by default, or a topology file (hwloc
+// or NCCL XML).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,8 +13,10 @@
 #include "src/base/error.h"
 #include "src/topo/discovery.h"
 #include "src/topo/path_class.h"
+#include "src/topo/ring_search.h"
 #include "src/topo/system.h"
 #include "src/tune/decision_table.h"
+#include "src/tune/gpu_model.h"
 #include "src/tune/node_model.h"
 
 namespace {
@@ -27,6 +30,7 @@ struct Options {
   bool tune = false;
   std::vector<int> nodes{1, 2, 8, 64, 1024};
   int cpuRanks = 2;
+  int ranksPerGpu = 1;
 };
 
 std::vector<int> parseNodeList(const char* text) {
@@ -59,7 +63,9 @@ struct OptionSpec {
 
 const std::vector<OptionSpec>& optionTable() {
   static const std::vector<OptionSpec> table = {
-      {"--xml", "FILE", "read an hwloc XML file (lstopo --of xml) instead of this machine",
+      {"--xml", "FILE",
+       "read a topology file instead of this machine: hwloc XML (lstopo --of xml) or NCCL's "
+       "topology XML (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE), told apart by the root element",
        [](Options& o, const char* v) { o.xml = v; }},
       {"--tune", nullptr,
        "print the tuner's AllReduce decisions (size -> algorithm, protocol, channels, predicted "
@@ -72,6 +78,12 @@ const std::vector<OptionSpec>& optionTable() {
          o.cpuRanks = std::atoi(v);
          LOOM_ENFORCE(o.cpuRanks >= 1, InvalidArgument, "--cpu-ranks wants a number from 1");
        }},
+      {"--ranks-per-gpu", "N", "ranks sharing each GPU, for the ring and --tune (default 1)",
+       [](Options& o, const char* v) {
+         o.ranksPerGpu = std::atoi(v);
+         LOOM_ENFORCE(o.ranksPerGpu >= 1 && o.ranksPerGpu <= 64, InvalidArgument,
+                      "--ranks-per-gpu wants a number from 1 to 64");
+       }},
       {"--help", nullptr, "print this help", [](Options& o, const char*) { o.help = true; }},
   };
   return table;
@@ -80,7 +92,7 @@ const std::vector<OptionSpec>& optionTable() {
 void printUsage(FILE* out) {
   std::fprintf(out, "usage: loom-topo [options]\n");
   for (const OptionSpec& o : optionTable())
-    std::fprintf(out, "  %-14s %s\n",
+    std::fprintf(out, "  %-18s %s\n",
                  strCat(o.name, o.argument ? " " : "", o.argument ? o.argument : "").c_str(),
                  o.help);
 }
@@ -131,20 +143,25 @@ void printDevices(const NodeTopology& node) {
   for (size_t g = 0; g < node.gpus.size(); ++g) {
     const Gpu& gpu = node.gpus[g];
     std::string names = gpu.cudaName + (gpu.nvmlName.empty() ? "" : " " + gpu.nvmlName);
-    std::printf("  GPU%zu  %s  [%04x:%04x]  cuda %d  %s  NUMA %s  cpus %s  PCIe %.1f GB/s\n", g,
+    std::printf("  GPU%zu  %s  [%04x:%04x]  cuda %d  %s  NUMA %s  cpus %s  PCIe %.1f GB/s", g,
                 gpu.where.busId.c_str(), gpu.where.vendorId, gpu.where.deviceId, gpu.cudaIndex,
                 names.empty() ? "-" : names.c_str(), numaName(node, gpu.where.numa).c_str(),
                 gpu.where.cpuset.c_str(), gpu.where.pciLinkGBps);
+    if (gpu.sm > 0) std::printf("  sm %d", gpu.sm);
+    if (gpu.nvlinks > 0) std::printf("  %d NVLinks", gpu.nvlinks);
+    std::printf("\n");
     printPciChain(gpu.where);
   }
   std::printf("NICs:\n");
   if (node.nics.empty()) std::printf("  none\n");
   for (const Nic& nic : node.nics) {
-    std::printf("  %-10s %s  [%04x:%04x]  %-10s netdev %s  NUMA %s  cpus %s  PCIe %.1f GB/s\n",
+    std::printf("  %-10s %s  [%04x:%04x]  %-10s netdev %s  NUMA %s  cpus %s  PCIe %.1f GB/s",
                 nic.name.c_str(), nic.where.busId.c_str(), nic.where.vendorId, nic.where.deviceId,
                 nicKindName(nic.kind), nic.netdev.empty() ? "-" : nic.netdev.c_str(),
                 numaName(node, nic.where.numa).c_str(), nic.where.cpuset.c_str(),
                 nic.where.pciLinkGBps);
+    if (nic.speedGBps > 0) std::printf("  port %.1f GB/s", nic.speedGBps);
+    std::printf("\n");
     printPciChain(nic.where);
   }
 }
@@ -173,7 +190,8 @@ void printMatrix(const NodeTopology& node) {
   }
   std::printf("\nPath classes:\n%s", formatMatrix(names, cells).c_str());
   std::printf("\nLegend:\n  X      self\n");
-  std::printf("  NV#    NVLink, # = GB/s between the pair (hwloc NVLinkBandwidth%s)\n",
+  std::printf("  NV#    NVLink, # = GB/s between the pair (%s%s)\n",
+              node.format == "nccl" ? "NVLink links x per-link rate" : "hwloc NVLinkBandwidth",
               node.hasNvSwitch ? ", through NVSwitch" : "");
   for (int c = static_cast<int>(PathClass::kPcieSwitch); c < kPathClassCount; ++c) {
     Link l = nominalLink(static_cast<PathClass>(c));
@@ -197,6 +215,32 @@ void printPairing(const NodeTopology& node) {
     std::printf("  GPU%zu -> %s (%s)\n", g, node.nics[pairing[g]].name.c_str(),
                 pathClassLabel(link.cls));
   }
+}
+
+// The ring the topology search finds for this node's GPUs (ranksPerGpu ranks on each), its
+// slowest hop and the channels that fill it.
+void printRing(const NodeTopology& node, int ranksPerGpu) {
+  if (node.gpus.empty()) return;
+  std::vector<RankDescription> ranks;
+  for (size_t g = 0; g < node.gpus.size(); ++g) {
+    for (int k = 0; k < ranksPerGpu; ++k) {
+      RankDescription d;
+      d.hostHash = 1;
+      d.pid = static_cast<int32_t>(ranks.size() + 1);
+      d.gpu = static_cast<int32_t>(g);
+      d.numa = node.gpus[g].where.numa;
+      d.node = node;
+      ranks.push_back(std::move(d));
+    }
+  }
+  System system(ranks);
+  std::vector<int> order = searchRing(system);
+  std::string ring;
+  for (int r : order) ring += strCat(" GPU", system.rank(r).gpu);
+  Link hop = slowestIntraNodeHop(system, order);
+  std::printf("\nRing (%d rank(s) per GPU):%s\n  slowest hop %s %.1f GB/s; %d channel(s) fill it\n",
+              ranksPerGpu, ring.c_str(), pathClassLabel(hop.cls), hop.bandwidthGBps,
+              loom::tune::channelsToFill(hop));
 }
 
 void printSummary(const NodeTopology& node) {
@@ -230,7 +274,8 @@ int main(int argc, char** argv) {
         std::printf("\n");
         std::fflush(stdout);
         loom::tune::printDecisionTable(
-            loom::tune::modelForNode(summarizeNode(node), nodes, options.cpuRanks), std::cout);
+            loom::tune::modelForNode(node, nodes, options.cpuRanks, options.ranksPerGpu),
+            std::cout);
         std::cout.flush();
       }
       return 0;
@@ -238,6 +283,7 @@ int main(int argc, char** argv) {
     printDevices(node);
     printMatrix(node);
     printPairing(node);
+    printRing(node, options.ranksPerGpu);
     printSummary(node);
     return 0;
   } catch (const loom::Error& e) {

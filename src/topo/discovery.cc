@@ -14,6 +14,7 @@
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
+#include "src/topo/xml_tree.h"
 
 namespace loom::topo {
 namespace {
@@ -49,11 +50,12 @@ std::string xmlVersion(const std::string& xml, size_t rootAt) {
 // the exception itself, with what to do.
 void precheckXml(const std::string& xml, const std::string& name) {
   LOOM_ENFORCE(!xml.empty(), InvalidArgument, "topology file '", name,
-               "' is empty; give an hwloc XML file (lstopo --of xml FILE)");
+               "' is empty; give an hwloc XML file (lstopo --of xml FILE) or an NCCL topology "
+               "file");
   size_t root = xml.find("<topology");
   LOOM_ENFORCE(root != std::string::npos, InvalidArgument, "topology file '", name,
-               "' is not hwloc XML: it has no <topology> element; write one with "
-               "lstopo --of xml FILE");
+               "' has no <topology> element (hwloc XML) nor a <system> root (NCCL's topology "
+               "XML); write one with lstopo --of xml FILE, or NCCL_TOPO_DUMP_FILE");
   std::string version = xmlVersion(xml, root);
   LOOM_ENFORCE(version.empty() || std::atoi(version.c_str()) < 3, InvalidArgument,
                "topology file '", name, "' is hwloc XML version ", version, ", which this hwloc (",
@@ -65,6 +67,7 @@ void precheckXml(const std::string& xml, const std::string& name) {
 }  // namespace
 
 std::string LoadedTopology::exportXml() const {
+  if (!hwloc_) return ncclXml_;
   char* buffer = nullptr;
   int length = 0;
   if (hwloc_topology_export_xmlbuffer(hwloc_.get(), &buffer, &length, 0) != 0)
@@ -75,6 +78,11 @@ std::string LoadedTopology::exportXml() const {
 }
 
 std::shared_ptr<const LoadedTopology> loadXmlText(const std::string& xml, const std::string& name) {
+  std::string root = xmlRootName(xml);
+  if (root == "system") {
+    NodeTopology node = describeNcclXml(*parseXml(xml, name), name);
+    return std::make_shared<LoadedTopology>(xml, std::move(node));
+  }
   precheckXml(xml, name);
   TopologyPtr topology = newTopology();
   // hwloc wants the length including the terminating NUL.

@@ -1,6 +1,7 @@
 // Topology discovery with hwloc: this machine (loaded once per process and cached, since init
-// time matters) or an hwloc XML file (LOOM_TOPO_FILE, fixtures, `loom-topo --xml`), turned into
-// a NodeTopology.
+// time matters) or a topology file (LOOM_TOPO_FILE, fixtures, `loom-topo --xml`), turned into
+// a NodeTopology. A file is hwloc XML (root <topology>, read by hwloc) or NCCL's topology XML
+// (root <system>, read by nccl_xml_reader.cc); its root element tells which.
 //
 // hwloc 2.9 traps handled here (see tests/topo/fixtures/README.md):
 //  - I/O objects appear only with an I/O types filter, even from XML; we keep the important
@@ -22,22 +23,30 @@ struct hwloc_topology;
 
 namespace loom::topo {
 
-// A loaded hwloc topology and what loom read from it.
+struct XmlElement;
+
+// A loaded topology and what loom read from it: an hwloc topology, or the text of an NCCL
+// topology file.
 class LoadedTopology {
  public:
   LoadedTopology(std::shared_ptr<hwloc_topology> hwloc, NodeTopology node)
       : hwloc_(std::move(hwloc)), node_(std::move(node)) {}
+  LoadedTopology(std::string ncclXml, NodeTopology node)
+      : ncclXml_(std::move(ncclXml)), node_(std::move(node)) {}
   const NodeTopology& node() const { return node_; }
-  // The topology as hwloc 2 XML (what LOOM_TOPO_FILE and --xml load back).
+  // The topology as a file LOOM_TOPO_FILE and --xml load back: hwloc 2 XML, or the NCCL file's
+  // own text.
   std::string exportXml() const;
 
  private:
-  std::shared_ptr<hwloc_topology> hwloc_;
+  std::shared_ptr<hwloc_topology> hwloc_;  // null for an NCCL file
+  std::string ncclXml_;
   NodeTopology node_;
 };
 
-// Loads an hwloc XML file. A missing, empty, malformed or newer-format (hwloc 3) file throws
-// InvalidArgument naming the file and the reason.
+// Loads a topology file, hwloc or NCCL XML. A missing, empty or malformed file, a newer hwloc
+// format (hwloc 3) or a file of neither kind throws InvalidArgument naming the file and the
+// reason (and the line, for NCCL files).
 std::shared_ptr<const LoadedTopology> loadXmlFile(const std::string& path);
 // The same from XML text already in memory; `name` is used in messages.
 std::shared_ptr<const LoadedTopology> loadXmlText(const std::string& xml, const std::string& name);
@@ -50,5 +59,7 @@ std::shared_ptr<const LoadedTopology> loadCached(const std::string& xmlFile);
 
 // Reads a NodeTopology out of a loaded hwloc topology (exposed for tests and tools).
 NodeTopology describe(hwloc_topology* topology, const std::string& source);
+// The same out of a parsed NCCL topology file (root <system>); `source` names it in messages.
+NodeTopology describeNcclXml(const XmlElement& root, const std::string& source);
 
 }  // namespace loom::topo

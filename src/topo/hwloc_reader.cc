@@ -184,6 +184,7 @@ void readNvlink(hwloc_topology_t topology, const std::vector<hwloc_obj_t>& gpuPc
 NodeTopology describe(hwloc_topology_t topology, const std::string& source) {
   NodeTopology node;
   node.source = source;
+  node.format = "hwloc";
   const char* host = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topology), "HostName");
   node.hostName = host ? host : "";
   node.cores = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);

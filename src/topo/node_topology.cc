@@ -15,7 +15,7 @@ namespace loom::topo {
 namespace {
 
 constexpr uint32_t kMagic = 0x6c6f7470;  // "lotp"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 class Writer {
  public:
@@ -160,6 +160,7 @@ std::vector<uint8_t> serialize(const NodeTopology& node) {
   w.pod(kVersion);
   w.str(node.hostName);
   w.str(node.source);
+  w.str(node.format);
   w.pod<int32_t>(node.cores);
   w.pod<int32_t>(node.pus);
   w.pod<uint32_t>(static_cast<uint32_t>(node.packages.size()));
@@ -182,6 +183,8 @@ std::vector<uint8_t> serialize(const NodeTopology& node) {
     w.str(g.nvmlName);
     w.pod<int32_t>(g.cudaIndex);
     w.pod<double>(g.cpuNvlinkGBps);
+    w.pod<int32_t>(g.sm);
+    w.pod<int32_t>(g.nvlinks);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(node.nics.size()));
   for (const Nic& n : node.nics) {
@@ -189,6 +192,7 @@ std::vector<uint8_t> serialize(const NodeTopology& node) {
     w.str(n.name);
     w.str(n.netdev);
     w.pod<uint8_t>(static_cast<uint8_t>(n.kind));
+    w.pod<double>(n.speedGBps);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(node.nvlinkGBps.size()));
   for (double bw : node.nvlinkGBps) w.pod<double>(bw);
@@ -208,6 +212,7 @@ NodeTopology deserialize(const uint8_t* data, size_t size) {
   NodeTopology node;
   node.hostName = r.str();
   node.source = r.str();
+  node.format = r.str();
   node.cores = r.pod<int32_t>();
   node.pus = r.pod<int32_t>();
   node.packages.resize(r.count());
@@ -230,6 +235,8 @@ NodeTopology deserialize(const uint8_t* data, size_t size) {
     g.nvmlName = r.str();
     g.cudaIndex = r.pod<int32_t>();
     g.cpuNvlinkGBps = r.pod<double>();
+    g.sm = r.pod<int32_t>();
+    g.nvlinks = r.pod<int32_t>();
   }
   node.nics.resize(r.count());
   for (Nic& n : node.nics) {
@@ -239,6 +246,7 @@ NodeTopology deserialize(const uint8_t* data, size_t size) {
     uint8_t kind = r.pod<uint8_t>();
     LOOM_ENFORCE(kind <= 2, InvalidArgument, "serialized topology: bad NIC kind ", int(kind));
     n.kind = static_cast<NicKind>(kind);
+    n.speedGBps = r.pod<double>();
   }
   node.nvlinkGBps.resize(r.count());
   for (double& bw : node.nvlinkGBps) bw = r.pod<double>();

@@ -33,6 +33,9 @@ struct Gpu {
   // PCI order among the node's GPUs.
   int cudaIndex = -1;
   double cpuNvlinkGBps = 0;  // NVLink to its CPU package (IBM POWER), 0 when none
+  int sm = 0;                // compute capability x 10 (80 for A100) when the source says, else 0
+  int nvlinks = 0;  // NVLink links of this GPU (to GPUs, NVSwitches, its CPU) when the source
+                    // counts them (NCCL XML); 0 when unknown or none (hwloc gives bandwidths)
 };
 
 enum class NicKind : uint8_t {
@@ -47,6 +50,7 @@ struct Nic {
   std::string name;    // the OpenFabrics device ("mlx5_0", "rdmap197s0"), else the netdev
   std::string netdev;  // "ib0", "eth0"; empty when hwloc saw none
   NicKind kind = NicKind::kEthernet;
+  double speedGBps = 0;  // the port's line rate when the source says (NCCL XML), else 0
   bool rdma() const { return kind != NicKind::kEthernet; }
 };
 
@@ -66,6 +70,7 @@ struct Package {
 struct NodeTopology {
   std::string hostName;  // from hwloc's HostName, for messages
   std::string source;    // "this machine" or the XML file it came from
+  std::string format;    // "hwloc" or "nccl": the kind of file (or discovery) it came from
   int cores = 0;
   int pus = 0;
   std::vector<Package> packages;

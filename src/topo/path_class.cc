@@ -18,10 +18,11 @@ struct ClassSpec {
 
 // Indexed by PathClass; the numbers are documented in path_class.h.
 constexpr ClassSpec kClasses[kPathClassCount] = {
-    {"same process", "PROC", 20.0, 0.2}, {"NVLink", "NVL", 20.0, 0.6},
-    {"PCIe switch", "PIX", 12.0, 1.0},   {"host bridge", "PHB", 12.0, 1.5},
-    {"same NUMA", "NUMA", 10.0, 0.5},    {"same socket", "SOCK", 8.0, 0.7},
-    {"cross-socket", "SYS", 6.0, 1.2},   {"network", "NET", 12.0, 5.0},
+    {"same process", "PROC", 20.0, 0.2}, {"same GPU", "GPU", 1000.0, 0.4},
+    {"NVLink", "NVL", 20.0, 0.6},        {"PCIe switch", "PIX", 12.0, 1.0},
+    {"host bridge", "PHB", 12.0, 1.5},   {"same NUMA", "NUMA", 10.0, 0.5},
+    {"same socket", "SOCK", 8.0, 0.7},   {"cross-socket", "SYS", 6.0, 1.2},
+    {"network", "NET", 12.0, 5.0},
 };
 
 constexpr double kPlainEthernetGBps = 1.25;  // 10 GbE
@@ -59,7 +60,7 @@ PathClass parsePathClass(const std::string& text) {
   for (int i = 0; i < kPathClassCount; ++i)
     if (text == kClasses[i].name || text == kClasses[i].label) return static_cast<PathClass>(i);
   throw InvalidArgument(strCat("unknown path class '", text,
-                               "'; use one of PROC, NVL, PIX, PHB, NUMA, SOCK, SYS, NET"));
+                               "'; use one of PROC, GPU, NVL, PIX, PHB, NUMA, SOCK, SYS, NET"));
 }
 
 Link nominalLink(PathClass c) {
@@ -110,11 +111,27 @@ Link devicePath(const NodeTopology& node, Endpoint a, Endpoint b) {
 }
 
 double nicBandwidthGBps(const Nic& nic) {
+  if (nic.speedGBps > 0)
+    return nic.where.pciLinkGBps > 0 ? std::min(nic.speedGBps, nic.where.pciLinkGBps)
+                                     : nic.speedGBps;
   if (!nic.rdma())
     return nic.where.pciLinkGBps > 0 ? std::min(nic.where.pciLinkGBps, kPlainEthernetGBps)
                                      : kPlainEthernetGBps;
   return nic.where.pciLinkGBps > 0 ? nic.where.pciLinkGBps
                                    : nominalLink(PathClass::kNetwork).bandwidthGBps;
+}
+
+double nvlinkLinkGBps(int sm) {
+  if (sm >= 100) return 50.0;
+  if (sm == 86) return 14.0625;
+  if (sm >= 70) return 25.0;
+  return 20.0;
+}
+
+double pcieLinkGBps(double gtPerSecond, int lanes) {
+  if (gtPerSecond <= 0 || lanes <= 0) return 0;
+  double coding = gtPerSecond < 8.0 ? 8.0 / 10.0 : 128.0 / 130.0;
+  return gtPerSecond * coding * lanes / 8.0;
 }
 
 std::vector<int> pairGpusWithNics(const NodeTopology& node) {

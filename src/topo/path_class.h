@@ -5,9 +5,14 @@
 // model, to be replaced by calibration from measured runs; what matters most is their order.
 //   same process   20  0.2  one core's memcpy within one address space (no process crossing);
 //                           latency of a flag handoff between two cores
-//   NVLink         *   0.6  bandwidth from hwloc's NVLinkBandwidth matrix for the pair; 20 GB/s
-//                           per link when a class is forced without a matrix (NCCL topo.h
-//                           SM70-SM90_NVLINK_BW 20-20.6); latency: NCCL tuning.cc NVLink base
+//   same GPU     1000  0.4  two ranks on one GPU: a device-to-device copy reads and writes each
+//                           byte in HBM, so about half the memory bandwidth (A100 80GB 2.0 TB/s,
+//                           H100 SXM 3.35 TB/s, NVIDIA datasheets; V100 0.9 TB/s is below it);
+//                           latency: a flag seen through L2, under NVLink's
+//   NVLink         *   0.6  bandwidth from the pair's NVLink matrix (hwloc's NVLinkBandwidth, or
+//                           NCCL XML link counts x nvlinkLinkGBps); 20 GB/s when a class is
+//                           forced without a matrix (NCCL topo.h SM70-SM90_NVLINK_BW 20-20.6);
+//                           latency: NCCL tuning.cc NVLink base
 //   PCIe switch    12  1.0  NCCL PCI_BW (Gen3 x16 effective), or the slower of the two devices'
 //                           PCIe links as hwloc reports them; latency: NCCL PCI base latency
 //   host bridge    12  1.5  as a switch, plus the root complex hop (NCCL PHB)
@@ -30,6 +35,7 @@ namespace loom::topo {
 // Best to worst; comparisons (<) mean "closer".
 enum class PathClass : uint8_t {
   kSameProcess = 0,
+  kSameGpu,  // two ranks on one GPU (threads or processes)
   kNvlink,
   kPcieSwitch,
   kHostBridge,
@@ -38,7 +44,7 @@ enum class PathClass : uint8_t {
   kCrossSocket,
   kNetwork,
 };
-constexpr int kPathClassCount = 8;
+constexpr int kPathClassCount = 9;
 
 const char* pathClassName(PathClass c);   // "PCIe switch"
 const char* pathClassLabel(PathClass c);  // short, for matrices: "PIX"
@@ -83,8 +89,25 @@ struct NodeLinkSummary {
 };
 NodeLinkSummary summarizeNode(const NodeTopology& node);
 
-// The bandwidth a NIC offers the network: its PCIe link when known, else NCCL's NET_BW for
-// RDMA NICs and 10 GbE for plain ones.
+// The bandwidth a NIC offers the network: its port speed when known (NCCL XML), bounded by its
+// PCIe link when known; else the PCIe link; else NCCL's NET_BW for RDMA NICs and 10 GbE for
+// plain ones.
 double nicBandwidthGBps(const Nic& nic);
+
+// One NVLink link's bandwidth per direction, GB/s, by the GPU's compute capability x 10: the
+// datasheets' total NVLink bandwidth (both directions) / links / 2. The same unit as hwloc's
+// NVLinkBandwidth (which reads NVML), so both sources give one matrix.
+//   sm 60 (P100)  20      160 GB/s over 4 NVLink1 links
+//   sm 70 (V100)  25      300 GB/s over 6 NVLink2 links
+//   sm 80 (A100)  25      600 GB/s over 12 NVLink3 links
+//   sm 86 (A40, RTX A6000 bridge)  14.0625   112.5 GB/s over 4 links
+//   sm 90 (H100)  25      900 GB/s over 18 NVLink4 links
+//   sm 100+ (B200) 50     1.8 TB/s over 18 NVLink5 links
+double nvlinkLinkGBps(int sm);
+
+// A PCIe link's bandwidth, GB/s, from its transfer rate (GT/s per lane) and lanes, after line
+// coding (8b/10b up to 5 GT/s, 128b/130b from 8 GT/s; PCIe 3.0-5.0 specifications), as hwloc
+// computes its linkspeed: 16 GT/s x 16 gives 31.5. 0 when either is unknown (<= 0).
+double pcieLinkGBps(double gtPerSecond, int lanes);
 
 }  // namespace loom::topo

@@ -75,8 +75,12 @@ Link System::rankLink(int a, int b) const {
     return link;
   }
   const NodeTopology& node = nodes_[pa.node];
-  if (pa.gpu >= 0 && pb.gpu >= 0 && pa.gpu != pb.gpu)
+  if (a == b) return nominalLink(PathClass::kSameProcess);
+  // GPU ranks move device memory: ranks sharing a GPU copy inside it, whatever their process.
+  if (pa.gpu >= 0 && pb.gpu >= 0) {
+    if (pa.gpu == pb.gpu) return nominalLink(PathClass::kSameGpu);
     return devicePath(node, {Endpoint::kGpu, pa.gpu}, {Endpoint::kGpu, pb.gpu});
+  }
   if (pa.pid == pb.pid) return nominalLink(PathClass::kSameProcess);
   // Host memory between processes: where they run decides.
   if (pa.numa >= 0 && pa.numa == pb.numa) return nominalLink(PathClass::kSameNuma);

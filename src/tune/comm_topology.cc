@@ -10,6 +10,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/comm/ring_setup.h"
+#include "src/tune/gpu_model.h"
 
 namespace loom::tune {
 NodeLayout nodeLayout(const Comm& comm) {
@@ -33,6 +34,9 @@ ClusterModel clusterModel(const Comm& comm, const NodeLayout& layout) {
   ClusterModel m =
       defaultModel(layout.nodes(), layout.ranksPerNode, mbps / 8000.0, comm.channels());
   m.uniform = layout.uniform;
+  // GPU ranks: NVLink, PCIe P2P or a shared GPU inside the node, as the topology says. Between
+  // nodes data is staged through host memory and the socket transport, priced as above.
+  useGpuLinksInside(m, comm.system(), comm.ringOrder());
   return m;
 }
 

@@ -3,8 +3,8 @@
 // ClusterModel that the tuner prices choices on. Every rank computes the same answers from
 // the same exchanged data, so every rank makes the same choices without talking.
 //
-// Nodes come from RankInfo::hostHash (LOOM_HOSTID fakes them) until hwloc discovery
-// (src/topo) supplies NUMA domains and link classes.
+// Nodes come from RankInfo::hostHash (LOOM_HOSTID fakes them); the link classes inside them
+// from the topology exchange (src/topo, Comm::system()).
 #pragma once
 
 #include <vector>
@@ -27,8 +27,9 @@ NodeLayout nodeLayout(const Comm& comm);
 // Links of `rank` in tree `tree` of the double binary tree over nodes (chains inside).
 algo::TreeLinks treeLinks(const NodeLayout& layout, int tree, int rank);
 
-// The model of this communicator's cluster: its node layout, shared memory inside a node,
-// TCP at LOOM_TUNE_NET_MBPS between nodes, its channel count.
+// The model of this communicator's cluster: its node layout, shared memory inside a node (the
+// GPU links of gpu_model.h when every rank drives a GPU), TCP at LOOM_TUNE_NET_MBPS between
+// nodes, its channel count.
 ClusterModel clusterModel(const Comm& comm, const NodeLayout& layout);
 
 }  // namespace loom::tune

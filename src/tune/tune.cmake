@@ -6,6 +6,7 @@ list(APPEND loom_sources
   ${CMAKE_CURRENT_LIST_DIR}/comm_topology.cc
   ${CMAKE_CURRENT_LIST_DIR}/cost_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/decision_table.cc
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/node_model.cc)
 
 # Decision tables for simulated clusters (a development tool, not installed).

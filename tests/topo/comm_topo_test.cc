@@ -10,6 +10,7 @@
 #include "src/base/logging.h"
 #include "src/comm/comm.h"
 #include "src/topo/discovery.h"
+#include "src/topo/system_exchange.h"
 #include "tests/test_util.h"
 
 namespace loom {
@@ -49,6 +50,29 @@ TEST(CommTopo, TopoFileLoadsOnEveryRank) {
     EXPECT_EQ(node.numaNodes.size(), 8u);
     EXPECT_DOUBLE_EQ(node.nvlink(0, 1), 150.0);
   }
+  test::finalizeAndDestroy(comms);
+}
+
+TEST(CommTopo, NcclTopoFileLoadsOnEveryRankAndDumpsBack) {
+  const std::string ndv4 = std::string(LOOM_TOPO_FIXTURES) + "/azure-ndv4-nccl-dump.xml";
+  ScopedEnv file("LOOM_TOPO_FILE", ndv4);
+  std::vector<loomComm_t> comms = test::initThreads(2, test::makeId());
+  expectOneNodeOfCpuRanks(comms);
+  for (loomComm_t comm : comms) {
+    const topo::NodeTopology& node = systemOf(comm).nodes()[0];
+    EXPECT_EQ(node.format, "nccl");
+    EXPECT_EQ(node.gpus.size(), 8u);
+    EXPECT_EQ(node.nics.size(), 8u);
+    EXPECT_EQ(node.gpus[7].nvlinks, 12);
+  }
+  // What LOOM_TOPO_DUMP_FILE writes: the NCCL file, then the system view in a comment; it
+  // loads back as LOOM_TOPO_FILE.
+  std::string dump = topo::dumpText(topo::loadCached(ndv4).get(), systemOf(comms[0]));
+  EXPECT_TRUE(contains(dump, "<system version=\"1\">")) << dump.substr(0, 200);
+  EXPECT_TRUE(contains(dump, "<!-- loom system view"));
+  auto again = topo::loadXmlText(dump, "dump");
+  EXPECT_EQ(again->node().gpus.size(), 8u);
+  EXPECT_DOUBLE_EQ(again->node().nvlink(0, 5), 300.0);
   test::finalizeAndDestroy(comms);
 }
 

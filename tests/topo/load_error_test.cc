@@ -98,6 +98,61 @@ TEST(TopoLoadError, Hwloc3XmlSaysWhichVersionAndWhatToDo) {
   EXPECT_TRUE(contains(message, "hwloc 2.x")) << message;
 }
 
+// NCCL-format files (root <system>): the message names the file and the line.
+std::string ncclError(const std::string& xml) {
+  TempFile file(xml);
+  std::string message = loadError(file.path());
+  EXPECT_TRUE(contains(message, "topology file '" + file.path() + "' line ")) << message;
+  return message;
+}
+
+TEST(TopoLoadError, NcclXmlWithAMismatchedEndTagNamesBothLines) {
+  std::string message = ncclError("<system version=\"1\">\n  <cpu numaid=\"0\">\n</system>\n");
+  EXPECT_TRUE(contains(message, "line 3: </system> closes <cpu> (opened on line 2)")) << message;
+}
+
+TEST(TopoLoadError, NcclXmlCutShort) {
+  std::string message = ncclError("<system version=\"1\">\n  <cpu numaid=\"0\" affinity=\"ff");
+  EXPECT_TRUE(contains(message, "line 2: an attribute value is not closed")) << message;
+}
+
+TEST(TopoLoadError, NcclXmlWithAMissingRequiredAttribute) {
+  std::string message = ncclError(
+      "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci class=\"0x030200\"/>\n  "
+      "</cpu>\n</system>\n");
+  EXPECT_TRUE(contains(message, "line 3: <pci> has no 'busid' attribute")) << message;
+}
+
+TEST(TopoLoadError, NcclXmlWithBadValues) {
+  std::string head = "<system version=\"1\">\n  <cpu numaid=\"0\" affinity=\"ff\">\n";
+  std::string tail = "  </cpu>\n</system>\n";
+  EXPECT_TRUE(contains(ncclError(head + "    <pci busid=\"07:00\" class=\"0x030200\"/>\n" + tail),
+                       "line 3: '07:00' is not a PCI bus id"));
+  EXPECT_TRUE(contains(ncclError("<system>\n<cpu numaid=\"0\" affinity=\"zz\"/>\n</system>"),
+                       "line 2: affinity 'zz' is not a cpumask"));
+  EXPECT_TRUE(contains(
+      ncclError(head +
+                "    <pci busid=\"0000:07:00.0\" class=\"0x030200\">\n"
+                "      <gpu dev=\"0\" sm=\"80\"><nvlink target=\"0000:08:00.0\" count=\"4\" "
+                "tclass=\"0x030200\"/></gpu>\n    </pci>\n" +
+                tail),
+      "line 4: <nvlink target=\"0000:08:00.0\"> is not a GPU of this file"));
+  EXPECT_TRUE(
+      contains(ncclError(head + "    <pci busid=\"0000:07:00.0\" class=\"0x0302zz\"/>\n" + tail),
+               "line 3: <pci class=\"0x0302zz\">: not a number"));
+  EXPECT_TRUE(contains(ncclError(head + "    text\n" + tail), "line 3: text inside <cpu>"));
+  EXPECT_TRUE(contains(ncclError("<system>\n</system>\n<system/>\n"), "line 3: a second root"));
+  EXPECT_TRUE(contains(ncclError("<system>\n</system>\n"), "line 1: <system> holds no <cpu>"));
+}
+
+TEST(TopoLoadError, NeitherFormatNamesBothRoots) {
+  TempFile file("<?xml version=\"1.0\"?>\n<graphs/>\n");
+  std::string message = loadError(file.path());
+  EXPECT_TRUE(contains(message, file.path())) << message;
+  EXPECT_TRUE(contains(message, "no <topology> element (hwloc XML) nor a <system> root"))
+      << message;
+}
+
 TEST(TopoLoadError, TheSameFileLoadsAfterTheErrors) {
   EXPECT_EQ(loadXmlFile(kPower8)->node().gpus.size(), 4u);
   // And round-trips through hwloc's own export.

@@ -71,6 +71,30 @@ TEST(TopoSystem, TwoXe8640NodesWithOneRankPerGpu) {
   EXPECT_NE(text.find("NIC mlx5_2"), std::string::npos) << text;
 }
 
+TEST(TopoSystem, RanksSharingAGpuAreSameGpuWhateverTheirProcess) {
+  NodeTopology ndv4 = fixture("azure-ndv4-nccl-dump.xml");
+  // Ranks 0 and 1 are threads of one process on cuda0, rank 2 another process on cuda0,
+  // rank 3 on cuda1 in rank 0's process.
+  System system({rankOn(ndv4, 5, 100, 0, -1), rankOn(ndv4, 5, 100, 0, -1),
+                 rankOn(ndv4, 5, 101, 0, -1), rankOn(ndv4, 5, 100, 1, -1)});
+  EXPECT_EQ(system.pathClass(0, 0), PathClass::kSameProcess);
+  EXPECT_EQ(system.pathClass(0, 1), PathClass::kSameGpu);
+  EXPECT_EQ(system.pathClass(0, 2), PathClass::kSameGpu);
+  EXPECT_EQ(system.pathClass(2, 1), PathClass::kSameGpu);
+  EXPECT_EQ(system.pathClass(0, 3), PathClass::kNvlink);
+  EXPECT_DOUBLE_EQ(system.link(2, 3).bandwidthGBps, 300.0);
+  // Same GPU is closer and faster than any NVLink of the matrix.
+  EXPECT_LT(PathClass::kSameGpu, PathClass::kNvlink);
+  EXPECT_GT(system.link(0, 1).bandwidthGBps, system.link(0, 3).bandwidthGBps);
+  EXPECT_LT(system.link(0, 1).latencyUs, system.link(0, 3).latencyUs);
+  EXPECT_EQ(parsePathClass("GPU"), PathClass::kSameGpu);
+  EXPECT_EQ(parsePathClass("same GPU"), PathClass::kSameGpu);
+  // Every rank of a GPU leaves the node by that GPU's NIC.
+  EXPECT_EQ(system.rank(1).nic, system.rank(2).nic);
+  EXPECT_EQ(system.nodes()[0].nics[system.rank(2).nic].name, "mlx5_ib0");
+  EXPECT_NE(system.describe().find("GPU "), std::string::npos);
+}
+
 TEST(TopoSystem, CpuRanksByNumaAndProcess) {
   NodeTopology xe = fixture("dell-xe8640-h100x4-mlx5x4-nvlink.ipa20.xml");
   // NUMA indexes 0 and 1 are on socket 0, 4 on socket 1.

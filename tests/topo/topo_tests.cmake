@@ -13,6 +13,7 @@ target_compile_definitions(loom_topo_rank PRIVATE
 add_executable(loom_topo_tests
   ${loom_topo_dir}/fixture_test.cc
   ${loom_topo_dir}/load_error_test.cc
+  ${loom_topo_dir}/nccl_xml_test.cc
   ${loom_topo_dir}/path_class_test.cc
   ${loom_topo_dir}/comm_topo_test.cc
   ${loom_topo_dir}/process_topo_test.cc

@@ -4,12 +4,14 @@
 add_executable(loom_tune_tests
   ${CMAKE_CURRENT_LIST_DIR}/ring_order_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/cost_model_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_ring_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/hier_process_test.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/test_util.cc)
 target_link_libraries(loom_tune_tests PRIVATE loom_static GTest::gtest_main)
 target_compile_options(loom_tune_tests PRIVATE ${loom_warnings})
 target_compile_definitions(loom_tune_tests PRIVATE
   LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>"
+  LOOM_TOPO_FIXTURES="${CMAKE_CURRENT_SOURCE_DIR}/topo/fixtures"
   LOOM_COLL_RANK_BINARY="$<TARGET_FILE:loom_coll_rank>")
 add_dependencies(loom_tune_tests loom_coll_rank)
 gtest_discover_tests(loom_tune_tests
