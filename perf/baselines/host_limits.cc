@@ -15,6 +15,14 @@
 //     pages (the kernel pins every page it reads, on every call).
 // Usage: host_limits [MiB per TCP transfer, default 1024] (the one-thread exchange is fixed:
 // 20 rounds of 16 MiB each way)
+//        host_limits --cache-line   only the round trip, in a fraction of a second: one line
+//                                   "cache_line_round_trip_ns N" (perf/compare tags each run
+//                                   with it, before and after)
+//        host_limits --lines        the per-line costs perf/model/medium_model reads: the round
+//                                   trip, and what one 64-byte line costs to read when the other
+//                                   process just wrote it, to write when the other process just
+//                                   read it, and to copy inside one core's cache, as
+//                                   "name value" lines
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -105,6 +113,112 @@ void cacheLines() {
                                   });
   printf("cache line round trip between two processes: %.0f ns\n", pingPong * 1e9);
   printf("two processes exchanging a line each (period): %.0f ns\n", period * 1e9);
+}
+
+// The round trip alone, quickly: the median of batches of 200, up to 15 batches and no more
+// than about 30 ms once 3 are done, 0.3 s in all (a few ms when lines move fast; on a loaded
+// machine, where a descheduled partner stretches a round trip to a time slice, it stops early
+// instead of taking seconds).
+double quickRoundTrip() {
+  auto* lines = static_cast<Line*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (lines == MAP_FAILED) die("mmap");
+  constexpr long kBatches = 15, kPerBatch = 200;
+  constexpr double kEnoughSeconds = 0.03, kMostSeconds = 0.3;
+  std::vector<double> batches;
+  withChild(
+      [&] {
+        for (long i = 1;; ++i) {
+          long seen;
+          while ((seen = lines[0].value.load(std::memory_order_acquire)) != i) {
+            if (seen < 0) return;  // the parent is done
+          }
+          lines[1].value.store(i, std::memory_order_release);
+        }
+      },
+      [&] {
+        const auto start = Clock::now();
+        long i = 1;
+        for (long b = 0; b < kBatches; ++b) {
+          const auto t0 = Clock::now();
+          long k = 0;
+          for (; k < kPerBatch; ++k, ++i) {
+            lines[0].value.store(i, std::memory_order_release);
+            while (lines[1].value.load(std::memory_order_acquire) != i) {
+            }
+            // Every round trip a time slice: the batch so far is the answer.
+            if ((k & 7) == 7 && secondsSince(start) > kMostSeconds) break;
+          }
+          batches.push_back(secondsSince(t0) / static_cast<double>(std::max(k, 1L)));
+          if (secondsSince(start) > kMostSeconds ||
+              (b >= 2 && secondsSince(start) > kEnoughSeconds))
+            break;
+        }
+        lines[0].value.store(-1, std::memory_order_release);
+        return 0.0;
+      });
+  munmap(lines, 4096);
+  std::sort(batches.begin(), batches.end());
+  return batches[batches.size() / 2];
+}
+
+// Data lines between the two processes, per 64-byte line, for a buffer of `bytes` in shared
+// memory: the parent writes all of it (its lines were last read by the child, so every store
+// first takes the line back from the child's cache), then the child reads all of it (every
+// line comes from the parent's cache, dirty), in turns, 21 rounds; medians. Also a memcpy of
+// the same bytes inside the parent's cache (both buffers warm), per line.
+void dataLines(size_t bytes) {
+  constexpr int kRounds = 21;
+  const size_t lineCount = bytes / 64;
+  auto* shared = static_cast<char*>(
+      mmap(nullptr, bytes + 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) die("mmap");
+  auto* turn = reinterpret_cast<Line*>(shared);  // 2r: parent writes round r; 2r+1: child reads
+  auto* childTimes = reinterpret_cast<double*>(shared + 64);  // kRounds of them
+  auto* data = reinterpret_cast<uint64_t*>(shared + 4096);
+  const size_t words = bytes / sizeof(uint64_t);
+  std::vector<double> writes, reads, copies;
+  withChild(
+      [&] {
+        uint64_t sum = 0;
+        for (int r = 0; r < kRounds; ++r) {
+          while (turn->value.load(std::memory_order_acquire) != 2 * r + 1) {
+          }
+          const auto t0 = Clock::now();
+          for (size_t w = 0; w < words; w += 8) sum += data[w];  // one load per line
+          childTimes[r] = secondsSince(t0);
+          turn->value.store(2 * r + 2, std::memory_order_release);
+        }
+        asm volatile("" : : "r"(sum));  // keeps the loads
+      },
+      [&] {
+        std::vector<char> a(bytes, 1), b(bytes, 2);
+        for (int r = 0; r < kRounds; ++r) {
+          while (turn->value.load(std::memory_order_acquire) != 2 * r) {
+          }
+          const auto t0 = Clock::now();
+          for (size_t w = 0; w < words; w += 8) data[w] = static_cast<uint64_t>(r) + w;
+          writes.push_back(secondsSince(t0));
+          turn->value.store(2 * r + 1, std::memory_order_release);
+          const auto t1 = Clock::now();
+          memcpy(b.data(), a.data(), bytes);
+          copies.push_back(secondsSince(t1));
+          a[static_cast<size_t>(r) * 64 % bytes] = b[bytes - 1];  // keeps every copy
+        }
+        while (turn->value.load(std::memory_order_acquire) != 2 * kRounds) {
+        }
+        return 0.0;
+      });
+  for (int r = 0; r < kRounds; ++r) reads.push_back(childTimes[r]);
+  auto perLine = [&](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2] * 1e9 / static_cast<double>(lineCount);
+  };
+  const unsigned kib = static_cast<unsigned>(bytes >> 10);
+  printf("line_read_from_peer_ns_%uk %.2f\n", kib, perLine(reads));
+  printf("line_write_after_peer_ns_%uk %.2f\n", kib, perLine(writes));
+  printf("line_copy_local_ns_%uk %.2f\n", kib, perLine(copies));
+  munmap(shared, bytes + 4096);
 }
 
 // A connected loopback pair: the listener's end for the parent, the connecting end for the
@@ -345,6 +459,16 @@ void singleCopy(bool hugePages) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "--cache-line") == 0) {
+    printf("cache_line_round_trip_ns %.0f\n", quickRoundTrip() * 1e9);
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--lines") == 0) {
+    printf("cache_line_round_trip_ns %.0f\n", quickRoundTrip() * 1e9);
+    for (size_t kib : {64, 512, 2048}) dataLines(kib << 10);
+    printf("cache_line_round_trip_after_ns %.0f\n", quickRoundTrip() * 1e9);
+    return 0;
+  }
   const long mib = argc > 1 ? atol(argv[1]) : 1024;
   if (mib <= 0) {
     fprintf(stderr, "usage: %s [MiB per TCP transfer, > 0]\n", argv[0]);
