@@ -181,7 +181,9 @@ TEST(Shrink, ExcludedRankThatCallsLearnsItIsExcluded) {
     loomComm_t out = nullptr;
     results[r] = loomCommShrink(comms[r], &list, 1, &out, nullptr, LOOM_SHRINK_DEFAULT);
     messages[r] = loomGetLastError(nullptr);
-    if (out != nullptr) EXPECT_EQ(loomCommAbort(out), loomSuccess);
+    if (out != nullptr) {
+      EXPECT_EQ(loomCommAbort(out), loomSuccess);
+    }
   });
   EXPECT_EQ(results[2], loomInvalidUsage) << messages[2];
   EXPECT_TRUE(contains(messages[2], "same exclude list")) << messages[2];

@@ -177,7 +177,6 @@ void runOneNow(CollOp&& op) {
   // a loomCommAbort on another thread may drop the registry's meanwhile.
   const std::shared_ptr<Comm> comm = op.comm;
   const uint64_t seq = op.seq;
-  FlightRecorder& recorder = comm->flightRecorder();
   try {
     readLateScalar(op);
     executorOf(*comm).runOne(std::move(op));

@@ -95,7 +95,13 @@ std::string Comm::describe() const {
 }
 
 BootstrapOptions Comm::bootstrapOptions(const Secret& secret) {
-  BootstrapOptions o{secret, rank_, nranks_, options_.timeout, interrupt_.get(), describe()};
+  BootstrapOptions o;
+  o.secret = secret;
+  o.rank = rank_;
+  o.nranks = nranks_;
+  o.timeout = options_.timeout;
+  o.abort = interrupt_.get();
+  o.owner = describe();
   o.failures = interrupt_.get();
   o.control.progress = [this] { return calls_.snapshot(); };
   int64_t stuck = envInt(EnvVar::LOOM_WARN_STUCK_S);

@@ -199,8 +199,9 @@ TEST(SoftnicSharedLibrary, ExportsTheVerbsAbiUnderLibibverbsVersions) {
                             "loom_softnic_lookup"};
   for (const char* name : exported) {
     EXPECT_NE(dlsym(h, name), nullptr) << name;
-    if (std::string(name).find("ibv_") != std::string::npos)
+    if (std::string(name).find("ibv_") != std::string::npos) {
       EXPECT_NE(loom_softnic_lookup(name), nullptr) << name;
+    }
   }
   EXPECT_NE(dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12"), nullptr);
   EXPECT_NE(dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8"), nullptr);

@@ -43,7 +43,9 @@ std::vector<std::string> allReduceTwoRanks() {
   const bool failed = !errors[0].empty() || !errors[1].empty();
   for (loomComm_t comm : comms) {
     if (comm == nullptr) continue;
-    if (failed) EXPECT_EQ(loomCommAbort(comm), loomSuccess);
+    if (failed) {
+      EXPECT_EQ(loomCommAbort(comm), loomSuccess);
+    }
   }
   if (!failed) test::finalizeAndDestroy(comms);
   return errors;

@@ -128,8 +128,9 @@ void allReduce(int nranks, size_t count, bool useMemAlloc, bool registerBuffers,
       data = own.data();
     }
     void* handle = nullptr;
-    if (registerBuffers)
+    if (registerBuffers) {
       ASSERT_EQ(loomCommRegister(comms[r], data, count * sizeof(float), &handle), loomSuccess);
+    }
     for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i % 97) + r);
     const loomResult_t rc =
         loomAllReduce(data, data, count, loomFloat32, loomSum, comms[r], nullptr);
@@ -148,8 +149,12 @@ void allReduce(int nranks, size_t count, bool useMemAlloc, bool registerBuffers,
         }
       }
     }
-    if (registerBuffers) EXPECT_EQ(loomCommDeregister(comms[r], handle), loomSuccess);
-    if (useMemAlloc) EXPECT_EQ(loomMemFree(data), loomSuccess);
+    if (registerBuffers) {
+      EXPECT_EQ(loomCommDeregister(comms[r], handle), loomSuccess);
+    }
+    if (useMemAlloc) {
+      EXPECT_EQ(loomMemFree(data), loomSuccess);
+    }
   });
   loom::test::finalizeAndDestroy(comms);
 }
@@ -192,8 +197,12 @@ void expectFault(const char* spec, const char* status, loomResult_t code = loomR
   std::vector<loomResult_t> results(2);
   std::vector<std::string> errors(2);
   for (int round = 0; round < 2; ++round) {
-    if (beforeSetup && round == 0) ASSERT_EQ(inject(spec), 0) << spec;
-    if (!beforeSetup && round == 1) ASSERT_EQ(inject(spec), 0) << spec;
+    if (beforeSetup && round == 0) {
+      ASSERT_EQ(inject(spec), 0) << spec;
+    }
+    if (!beforeSetup && round == 1) {
+      ASSERT_EQ(inject(spec), 0) << spec;
+    }
     loom::test::runThreads(2, [&](int r) {
       std::vector<float> data(1 << 16, 1.0f);
       results[r] = loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
@@ -201,14 +210,15 @@ void expectFault(const char* spec, const char* status, loomResult_t code = loomR
       errors[r] = loomGetLastError(comms[r]);
     });
     if (beforeSetup) break;
-    if (round == 0)
+    if (round == 0) {
       for (int r = 0; r < 2; ++r) ASSERT_EQ(results[r], loomSuccess) << errors[r];
+    }
   }
   bool named = false;
   for (int r = 0; r < 2; ++r) {
-    if (code == loomRemoteError)
+    if (code == loomRemoteError) {
       EXPECT_EQ(results[r], loomRemoteError) << "rank " << r << ": " << errors[r];
-    else
+    } else
       EXPECT_NE(results[r], loomSuccess) << "rank " << r;
     named |= contains(errors[r], status);
   }
