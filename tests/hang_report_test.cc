@@ -111,6 +111,42 @@ TEST(HangReport, IdleRankIsNamedInEveryTimeout) {
   for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
 
+TEST(HangReport, ConnectionSetupWaitNamesTheCallAndThePeer) {
+  // The end-of-epoch hang: rank 1 has run out of batches and enters a barrier (a one-byte
+  // AllReduce, whose protocol needs connections no earlier call set up) while rank 0 is still
+  // in a gradient AllReduce. Rank 1 waits for rank 0's half of that setup, which never comes:
+  // its timeout names its own call and rank 0, not a bootstrap tag.
+  constexpr int kRanks = 2;
+  ScopedEnv timeout("LOOM_TIMEOUT", "2");
+  loomUniqueId id = makeId();
+  std::vector<loomComm_t> comms = initThreads(kRanks, id);
+  std::vector<loomResult_t> results(kRanks, loomSuccess);
+  std::vector<std::string> messages(kRanks);
+  runThreads(kRanks, [&](int rank) {
+    std::vector<float> data(1000, 1.0f);
+    for (int i = 0; i < 2; ++i)
+      ASSERT_EQ(loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
+                              comms[rank], nullptr),
+                loomSuccess)
+          << loomGetLastError(comms[rank]);
+    uint8_t flag = 1;
+    results[rank] = rank == 0
+                        ? loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
+                                        comms[rank], nullptr)
+                        : loomAllReduce(&flag, &flag, 1, loomUint8, loomSum, comms[rank], nullptr);
+    messages[rank] = loomGetLastError(comms[rank]);
+  });
+  EXPECT_EQ(results[1], loomTimeout) << messages[1];
+  EXPECT_TRUE(contains(messages[1],
+                       "rank 0's part of a connection setup for this rank's "
+                       "AllReduce #3 (count 1, uint8)"))
+      << messages[1];
+  EXPECT_FALSE(contains(messages[1], "tag ")) << messages[1];
+  EXPECT_NE(results[0], loomSuccess);
+  EXPECT_TRUE(contains(messages[0], "rank 1")) << messages[0];
+  for (loomComm_t c : comms) loomCommAbort(c);
+}
+
 TEST(HangReport, IdleRankIsNamedWhenTheCallIsInAGroup) {
   // The waiting ranks' call is a group on one communicator: loomGroupEnd reports the timeout
   // on that communicator, with who has not arrived.

@@ -186,13 +186,14 @@ void Bootstrap::send(int peer, uint32_t tag, const void* data, size_t size) {
   sendHello(s, hello, data, dl, options_.abort);
 }
 
-void Bootstrap::recv(int peer, uint32_t tag, void* data, size_t size) {
+void Bootstrap::recv(int peer, uint32_t tag, void* data, size_t size, const std::string& whatFor) {
   IncomingConnection c = listener_->waitFor(
       [&](const Hello& h) {
         return h.kind == HelloKind::kMessage && h.rank == peer && h.tag == tag;
       },
       deadline(), options_.abort,
-      strCat("a bootstrap message from rank ", peer, " (tag ", tag, ")"));
+      whatFor.empty() ? strCat("a bootstrap message from rank ", peer, " (tag ", tag, ")")
+                      : whatFor);
   LOOM_ENFORCE(c.payload.size() == size, RemoteError, "rank ", peer, " sent ", c.payload.size(),
                " bytes for bootstrap tag ", tag, " where ", size, " were expected");
   std::memcpy(data, c.payload.data(), size);

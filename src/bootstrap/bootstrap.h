@@ -54,7 +54,8 @@ class Bootstrap {
   void barrier();
   // One message to/from `peer`, matched by tag; recv checks the size.
   void send(int peer, uint32_t tag, const void* data, size_t size);
-  void recv(int peer, uint32_t tag, void* data, size_t size);
+  // `whatFor` names the wait in a timeout (default: the peer and the tag).
+  void recv(int peer, uint32_t tag, void* data, size_t size, const std::string& whatFor = "");
   // A long-lived authenticated TCP connection to/from `peer` for a transport, matched by tag
   // (the socket transport's data streams). Both return a non-blocking, connected socket.
   Socket connectData(int peer, uint32_t tag);

@@ -307,7 +307,14 @@ void Comm::sendBlob(int peer, uint32_t tag, const void* data, size_t size) {
   bootstrap_->send(peer, tag, data, size);
 }
 void Comm::recvBlob(int peer, uint32_t tag, void* data, size_t size) {
-  bootstrap_->recv(peer, tag, data, size);
+  // Blobs carry the connection setup of the call in flight, which the peer sends only once it
+  // reaches the same call: a timeout names that call and the likely cause, not a bootstrap tag.
+  std::string what = strCat("rank ", peer, "'s part of a connection setup");
+  if (calls_.inFlight(nullptr) != 0)
+    what = strCat(what, " for this rank's ", describeCall(calls_.snapshot()), ", which rank ", peer,
+                  " sends when it reaches the same call (did every rank call the same ",
+                  "operations in the same order?)");
+  bootstrap_->recv(peer, tag, data, size, what);
 }
 Socket Comm::connectData(int peer, uint32_t tag) { return bootstrap_->connectData(peer, tag); }
 Socket Comm::acceptData(int peer, uint32_t tag) { return bootstrap_->acceptData(peer, tag); }

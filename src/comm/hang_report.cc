@@ -23,17 +23,6 @@ bool isPointToPoint(const RankProgress& p) {
   return std::strcmp(p.kind, "Send") == 0 || std::strcmp(p.kind, "Recv") == 0;
 }
 
-// "AllReduce #21 (count 675920, float32)", with the root or peer where it matters.
-std::string describeCall(const RankProgress& p) {
-  std::string text =
-      strCat(p.kind, " #", p.issued, " (count ", p.count, ", ", typeName(p.datatype));
-  if (isPointToPoint(p))
-    text += strCat(", peer ", p.root);
-  else if (std::strcmp(p.kind, "Broadcast") == 0 || std::strcmp(p.kind, "Reduce") == 0)
-    text += strCat(", root ", p.root);
-  return text + ")";
-}
-
 bool sameCall(const RankProgress& a, const RankProgress& b) {
   return std::strcmp(a.kind, b.kind) == 0 && a.count == b.count && a.datatype == b.datatype &&
          (isPointToPoint(a) || a.root == b.root);
@@ -50,6 +39,16 @@ std::string ranksVerb(const std::vector<int>& ranks, const char* one, const char
 }
 
 }  // namespace
+
+std::string describeCall(const RankProgress& p) {
+  std::string text =
+      strCat(p.kind, " #", p.issued, " (count ", p.count, ", ", typeName(p.datatype));
+  if (isPointToPoint(p))
+    text += strCat(", peer ", p.root);
+  else if (std::strcmp(p.kind, "Broadcast") == 0 || std::strcmp(p.kind, "Reduce") == 0)
+    text += strCat(", root ", p.root);
+  return text + ")";
+}
 
 std::string describeRanks(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";

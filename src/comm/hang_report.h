@@ -13,6 +13,10 @@ namespace loom {
 // last call was AllGather #20, completed 5.0 s ago." Empty when rank `me` has no call in flight.
 std::string formatHangReport(int me, const std::vector<RankProgress>& table);
 
+// "AllReduce #21 (count 675920, float32)": the call of a progress record, with the root or
+// peer where it matters.
+std::string describeCall(const RankProgress& p);
+
 // "rank 3", "ranks 0-2", "ranks 0, 2, 5-7".
 std::string describeRanks(const std::vector<int>& ranks);
 
