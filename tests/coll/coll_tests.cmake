@@ -46,5 +46,5 @@ foreach(target loom_coll_rank loom_registered_rank loom_coll_tests)
 endforeach()
 
 gtest_discover_tests(loom_coll_tests
-  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 300
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" ENVIRONMENT_MODIFICATION "LOOM_TIMEOUT=set:60" TIMEOUT 300
   DISCOVERY_TIMEOUT 60)

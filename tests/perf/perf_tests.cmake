@@ -15,7 +15,7 @@ add_executable(loom_perf_harness_tests
 target_link_libraries(loom_perf_harness_tests PRIVATE loom_perf_harness GTest::gtest_main)
 target_compile_options(loom_perf_harness_tests PRIVATE ${loom_warnings})
 gtest_discover_tests(loom_perf_harness_tests
-  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" ENVIRONMENT_MODIFICATION "LOOM_TIMEOUT=set:60" TIMEOUT 120
   DISCOVERY_TIMEOUT 60)
 
 # Smoke runs: each binary at 2 ranks, as threads (-t 2) and as processes launched the torchrun

@@ -26,7 +26,7 @@ target_compile_definitions(loom_topo_tests PRIVATE
   LOOM_TOPO_RANK_BINARY="$<TARGET_FILE:loom_topo_rank>")
 add_dependencies(loom_topo_tests loom_test_rank loom_topo_rank)
 gtest_discover_tests(loom_topo_tests
-  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120
+  PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" ENVIRONMENT_MODIFICATION "LOOM_TIMEOUT=set:60" TIMEOUT 120
   DISCOVERY_TIMEOUT 60)
 
 # The tool on a fixture: devices, matrix, legend and pairing lines.
