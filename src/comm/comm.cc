@@ -169,7 +169,6 @@ void Comm::exchangeRankInfo() {
   for (const RankInfo& info : rankInfos_)
     id = FlightRecorder::mixId(id, info.hostHash ^ static_cast<uint64_t>(info.pid) << 1);
   recorder_.setCommId(id);
-  ringPosition_ = buildRing(rankInfos_, rank_, ringOrder_);
   int64_t channels = envInt(EnvVar::LOOM_NCHANNELS);
   LOOM_ENFORCE(channels >= 1 && channels <= 16, InvalidArgument, "LOOM_NCHANNELS=", channels,
                " is out of range; use 1 to 16");
@@ -180,6 +179,7 @@ void Comm::exchangeRankInfo() {
   static std::once_flag envLogged;
   std::call_once(envLogged, logEnvTable);
   discoverTopology();
+  ringPosition_ = buildRing(rankInfos_, system_, rank_, ringOrder_);
   slotBytes_ = transport::slotBytesFromEnv();
   p2pSlotBytes_ = transport::p2pSlotBytesFromEnv();
   if (options_.attachLayers != nullptr) options_.attachLayers(*this);

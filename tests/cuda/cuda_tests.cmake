@@ -26,6 +26,7 @@ add_executable(loom_cuda_sim_tests
 target_link_libraries(loom_cuda_sim_tests PRIVATE loom_static GTest::gtest)
 target_compile_options(loom_cuda_sim_tests PRIVATE ${loom_warnings})
 target_compile_definitions(loom_cuda_sim_tests PRIVATE
-  LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>")
+  LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>"
+  LOOM_TOPO_FIXTURES="${PROJECT_SOURCE_DIR}/tests/topo/fixtures")
 gtest_discover_tests(loom_cuda_sim_tests
   PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 120 DISCOVERY_TIMEOUT 60)

@@ -14,6 +14,8 @@
 
 #include "loom/loom.h"
 #include "src/base/error.h"
+#include "src/comm/comm.h"
+#include "src/comm/comm_registry.h"
 #include "src/cuda/runtime.h"
 #include "tests/test_util.h"
 
@@ -123,16 +125,23 @@ std::vector<char> input(const Case& c, size_t bytes, int rank, size_t k) {
   return out;
 }
 
-void expectBitIdentical(int nranks, const char* proto) {
+// `devices[r]` is rank r's simulated GPU (all on GPU 0 when empty); `ring`, when not empty,
+// the ring order the CUDA communicators must have chosen.
+void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices = {},
+                        const std::vector<int>& ring = {}) {
   test::ScopedEnv protoEnv("LOOM_PROTO", proto);
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
   std::vector<loomComm_t> cpu(nranks), gpu(nranks);
-  std::vector<int> devices(nranks, 0);
+  if (devices.empty()) devices.assign(nranks, 0);
   ASSERT_EQ(loomCommInitAll(cpu.data(), nranks, nullptr), loomSuccess);
   ASSERT_EQ(loomCommInitAll(gpu.data(), nranks, devices.data()), loomSuccess)
       << loomGetLastError(nullptr);
+  if (!ring.empty()) {
+    for (int r = 0; r < nranks; ++r) EXPECT_EQ(findComm(gpu[r])->ringOrder(), ring) << r;
+  }
   const std::vector<Case> cases = matrix();
   test::runThreads(nranks, [&](int r) {
+    rt.setDevice(devices[r]);  // this thread's current device, as in CUDA
     void* stream = rt.streamCreate();
     for (size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
@@ -176,6 +185,14 @@ TEST_P(SimExecutorMatrix, BitIdenticalToCpuCommunicators) {
 INSTANTIATE_TEST_SUITE_P(Ranks, SimExecutorMatrix,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values("simple", "ll")));
+
+// Four ranks on two GPUs of an Azure NDv2 (its NCCL topology file): the ring keeps each GPU's
+// ranks side by side (0 2 1 3, not rank order) and every result is still exact.
+TEST(SimExecutor, RanksOnTwoGpusRunTheTopologysRing) {
+  test::ScopedEnv topo("LOOM_TOPO_FILE",
+                       std::string(LOOM_TOPO_FIXTURES) + "/azure-ndv2-nccl-dump.xml");
+  expectBitIdentical(4, "simple", {0, 1, 0, 1}, {0, 2, 1, 3});
+}
 
 // A call waits for the stream's earlier work and returns before it runs; work after it sees
 // its result.

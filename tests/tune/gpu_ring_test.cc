@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "src/comm/ring_setup.h"
 #include "src/topo/discovery.h"
 #include "src/topo/ring_search.h"
 #include "src/tune/cost_model.h"
@@ -65,6 +66,29 @@ TEST(GpuRing, Ndv4EightA100ThroughNvswitchEveryHopIsNvlink) {
   Link slowest = topo::slowestIntraNodeHop(system, ring);
   EXPECT_EQ(slowest.cls, PathClass::kNvlink);
   EXPECT_EQ(channelsToFill(slowest), 15);  // 300 GB/s at 20 GB/s a channel
+}
+
+// What a communicator's init does with the exchanged rank information and System
+// (comm/ring_setup.h): GPU ranks take the searched ring, CPU ranks rank order within a host.
+TEST(GpuRing, CommunicatorRingFollowsTheSearchForGpuRanksOnly) {
+  topo::NodeTopology ndv2 = fixture("azure-ndv2-nccl-dump.xml");
+  std::vector<RankInfo> infos(8);
+  for (int r = 0; r < 8; ++r) {
+    infos[r].hostHash = 1;
+    infos[r].rank = r;
+  }
+  topo::System gpus = systemOn(ndv2, identity(8));
+  EXPECT_EQ(ringOrderFor(infos, gpus), (std::vector<int>{0, 3, 2, 1, 5, 6, 7, 4}));
+  std::vector<int> order;
+  EXPECT_EQ(buildRing(infos, gpus, 4, order), 7);
+  topo::System cpus = systemOn(ndv2, std::vector<int>(8, -1));
+  EXPECT_EQ(ringOrderFor(infos, cpus), identity(8));
+  // Two hosts of 4 GPU ranks: one crossing into each host, in order of their lowest rank.
+  for (int r = 4; r < 8; ++r) infos[r].hostHash = 2;
+  topo::System twoHosts = systemOn(ndv2, {0, 1, 2, 3, 0, 1, 2, 3}, 4);
+  std::vector<int> ring = ringOrderFor(infos, twoHosts);
+  ASSERT_EQ(ring.size(), 8u);
+  for (int i = 0; i < 4; ++i) EXPECT_LT(ring[i], 4) << i;
 }
 
 TEST(GpuRing, TwoRanksPerGpuSitSideBySide) {
