@@ -85,8 +85,10 @@ std::string IbPort::describe() const {
 }
 
 const IbDevices& IbDevices::instance() {
-  static const IbDevices devices;
-  return devices;
+  // Never destroyed: its protection domains and contexts serve connections until the process
+  // ends, and static destruction order would put their teardown after the last user's.
+  static const IbDevices* const devices = new IbDevices;
+  return *devices;
 }
 
 IbDevices::IbDevices() {
