@@ -253,10 +253,8 @@ namespace {
 // Two processes share simulated GPU 0: both inits succeed, the AllReduce on their streams is
 // exact, and the parent warns once that processes share a GPU without MPS.
 TEST(SimExecutor, ProcessesShareAGpu) {
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
   constexpr size_t kCount = 5000;
-  auto rank = [&](int r) -> int {
+  auto rank = [&](int r, const loomUniqueId& id) -> int {
     loomConfig_t config = LOOM_CONFIG_INITIALIZER;
     config.device = 0;
     loomComm_t comm = nullptr;
@@ -278,11 +276,26 @@ TEST(SimExecutor, ProcessesShareAGpu) {
     rt.streamDestroy(stream);
     return loomCommDestroy(comm) == loomSuccess ? 0 : 13;
   };
+  // Fork before this process starts any thread (the unique id's root listener is one): a child
+  // forked while another thread holds a lock, such as a sanitizer's allocator lock, can
+  // deadlock. The child gets the id through a pipe.
+  int idPipe[2];
+  ASSERT_EQ(pipe(idPipe), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
-  if (child == 0) _exit(rank(1));
+  if (child == 0) {
+    close(idPipe[1]);
+    loomUniqueId id;
+    const bool got = read(idPipe[0], &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id));
+    _exit(got ? rank(1, id) : 14);
+  }
+  close(idPipe[0]);
+  loomUniqueId id;
+  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
+  ASSERT_EQ(write(idPipe[1], &id, sizeof(id)), static_cast<ssize_t>(sizeof(id)));
+  close(idPipe[1]);
   ::testing::internal::CaptureStderr();
-  const int parent = rank(0);
+  const int parent = rank(0, id);
   const std::string log = ::testing::internal::GetCapturedStderr();
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
