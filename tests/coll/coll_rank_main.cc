@@ -101,12 +101,15 @@ struct RankStreams {
   ~RankStreams() {
     for (loomStream_t s : streams) loomStreamDestroy(s);
   }
+  // Waits for every stream, even after one failed: the others may still be running operations
+  // on the caller's buffers. Returns the first error.
   loomResult_t synchronize() {
+    loomResult_t first = loomSuccess;
     for (loomStream_t s : streams) {
       const loomResult_t r = loomStreamSynchronize(s);
-      if (r != loomSuccess) return r;
+      if (first == loomSuccess) first = r;
     }
-    return loomSuccess;
+    return first;
   }
   loomComm_t comm;
   loomStream_t streams[3] = {};
