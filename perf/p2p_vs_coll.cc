@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
   double avgNative = 0;
   JobHooks hooks;
   hooks.validate = [](const Options& o) -> std::string {
+    if (o.device != "cpu")
+      return "--device " + o.device +
+             ": the composed collectives reduce on the host, so p2p_vs_coll runs on host memory "
+             "only; the *_perf binaries take --device cuda";
     if (o.nGpus != 1)
       return "-g must be 1: a composed ring waits for each step, which one thread driving "
              "several ranks cannot do; use -t for more ranks";

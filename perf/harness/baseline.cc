@@ -113,6 +113,11 @@ int baselineMain(int argc, char** argv, const std::string& program, const Baseli
     case ParseStatus::kRun:
       break;
   }
+  if (o.device != "cpu") {
+    std::fprintf(stderr, "%s: --device %s: the baselines run on host memory only\n",
+                 program.c_str(), o.device.c_str());
+    return 2;
+  }
   if (o.nThreads != 1 || o.nGpus != 1) {
     std::fprintf(stderr, "%s: one rank per process: launch N processes instead of -t/-g\n",
                  program.c_str());

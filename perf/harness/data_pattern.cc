@@ -173,7 +173,7 @@ void Pattern::fillReduced(size_t first, size_t count, void* dst) const {
   for (size_t i = 0; i < count; ++i) encodeValue(type_, reduced(first + i), out + i * es);
 }
 
-void poison(void* buf, size_t bytes) { std::memset(buf, 0xA5, bytes); }
+void poison(void* buf, size_t bytes) { std::memset(buf, kPoisonByte, bytes); }
 
 int64_t countWrong(const void* got, const void* want, size_t count, size_t elemSize) {
   const auto* g = static_cast<const unsigned char*>(got);

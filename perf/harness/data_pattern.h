@@ -49,6 +49,9 @@ class Pattern {
   uint64_t modulus_;
 };
 
+// The byte poison() writes.
+constexpr int kPoisonByte = 0xA5;
+
 // Fills `bytes` with a value no pattern produces (negative in every signed and float type,
 // huge in unsigned ones), so an element the collective forgot to write shows up as wrong.
 void poison(void* buf, size_t bytes);

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <thread>
 
+#include "perf/harness/device.h"
+
 extern char** environ;
 
 namespace loomperf {
@@ -18,6 +20,11 @@ namespace {
 // Every communicator of this process, for aborting on a failure: a failed rank must not leave
 // its peers waiting. Written before the benchmark threads start, read-only after.
 std::vector<loomComm_t> gComms;
+
+// The preamble's line for simulated devices, so no figure of such a run is taken for a GPU's.
+constexpr const char* kSimulatedNote =
+    "LOOM_CUDA_SIM=1: the devices are simulated on the CPU (loom's test double of CUDA). Results "
+    "are checked as on a GPU; times and bandwidths say nothing about GPUs.";
 
 std::string hostName() {
   char host[256] = "localhost";
@@ -34,26 +41,37 @@ void initRanks(Job& job, const loomUniqueId& id) {
       Rank& r = job.ranks[i];
       loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
       cfg.blocking = job.o.blocking ? 1 : 0;  // nccl-tests' -z also picks the config's blocking
+      if (job.cuda) {
+        cfg.device = r.device;
+        cudaUse(r.device);
+      }
       // Called first: the check needs the communicator the call writes.
       loomResult_t res = loomCommInitRankConfig(&r.comm, job.nranks, id, r.rank, &cfg);
       check(res, r.comm, "loomCommInitRankConfig");
       if (job.launch.mode == LaunchMode::kEnv) {
         int color = i == 0 ? 0 : LOOM_SPLIT_NOCOLOR;
         loomConfig_t ctrlCfg = LOOM_CONFIG_INITIALIZER;
+        ctrlCfg.device = LOOM_DEVICE_CPU;  // the results travel in host memory
         check(loomCommSplit(r.comm, color, job.launch.proc, &r.ctrl, &ctrlCfg), r.comm,
               "loomCommSplit");
       }
-      if (!job.o.streamNull) check(loomStreamCreate(r.comm, &r.stream), r.comm, "loomStreamCreate");
+      if (job.cuda)
+        cudaRankSetup(job, r);
+      else if (!job.o.streamNull)
+        check(loomStreamCreate(r.comm, &r.stream), r.comm, "loomStreamCreate");
     });
   }
   for (auto& t : threads) t.join();
 }
 
-void destroyRanks(std::vector<Rank>& ranks) {
+void destroyRanks(std::vector<Rank>& ranks, bool cuda) {
   std::vector<std::thread> threads;
   for (Rank& r : ranks) {
-    threads.emplace_back([&r] {
-      if (r.stream != nullptr) check(loomStreamDestroy(r.stream), r.comm, "loomStreamDestroy");
+    threads.emplace_back([&r, cuda] {
+      if (cuda)
+        cudaRankTeardown(r);
+      else if (r.stream != nullptr)
+        check(loomStreamDestroy(r.stream), r.comm, "loomStreamDestroy");
       if (r.ctrl != nullptr) {
         check(loomCommFinalize(r.ctrl), r.ctrl, "loomCommFinalize");
         loomCommDestroy(r.ctrl);
@@ -76,9 +94,15 @@ void destroyRanks(std::vector<Rank>& ranks) {
 // Each process's rank lines, gathered in rank order for the preamble.
 std::vector<std::string> rankLines(const Job& job, ProcessGroup& group) {
   std::string mine;
-  for (const Rank& r : job.ranks)
-    mine += rankLine(r.rank, 0, static_cast<int>(getpid()), hostName(), LOOM_DEVICE_CPU, "cpu",
-                     "loom CPU communicator, host memory (" + job.launch.source + ")");
+  for (const Rank& r : job.ranks) {
+    const std::string how = " (" + job.launch.source + ")";
+    if (job.cuda)
+      mine += rankLine(r.rank, 0, static_cast<int>(getpid()), hostName(), r.device,
+                       cudaBusId(r.device), cudaRankInfo(job.simulated) + how);
+    else
+      mine += rankLine(r.rank, 0, static_cast<int>(getpid()), hostName(), LOOM_DEVICE_CPU, "cpu",
+                       "loom CPU communicator, host memory" + how);
+  }
   std::vector<std::string> lines;
   for (const std::string& text : group.allGather(mine)) {
     for (size_t pos = 0; pos < text.size();) {
@@ -131,6 +155,12 @@ void check(loomResult_t r, loomComm_t comm, const char* what) {
   abortAndExit(gComms);
 }
 
+void fail(const char* what, const std::string& message) {
+  std::fprintf(stderr, "%s: Test failure in %s: %s\n", hostName().c_str(), what, message.c_str());
+  std::printf("# error: %s failed: %s\n", what, message.c_str());
+  abortAndExit(gComms);
+}
+
 int runJob(int argc, char** argv, const std::string& program, const JobHooks& hooks) {
   setlinebuf(stdout);
   Job job;
@@ -147,15 +177,11 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
       break;
   }
   const Options& o = job.o;
-  if (o.device == "cuda") {
-    std::fprintf(stderr,
-                 "%s: --device cuda: loom has no CUDA data path yet (CUDA communicators are not "
-                 "implemented), so there is nothing to measure on a GPU. Run with --device cpu "
-                 "(the default).\n",
-                 program.c_str());
-    return 2;
-  }
-  if (hooks.validate) error = hooks.validate(o);
+  job.cuda = o.device == "cuda";
+  if (!job.cuda && o.cudaGraphLaunches > 0)
+    std::fprintf(stderr, "# -G (CUDA graphs) has no meaning on CPU; ignored\n");
+  if (job.cuda) error = validateCudaOptions(o, o.nThreads * o.nGpus);
+  if (error.empty() && hooks.validate) error = hooks.validate(o);
   if (!error.empty()) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), error.c_str());
     return 2;
@@ -178,6 +204,17 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
   }
   const int perProc = o.nThreads * o.nGpus;
   job.nranks = l.nprocs * perProc;
+  if (job.cuda) {
+    // After the launch is known (MPI_Init may set up the process's devices), before any
+    // communicator: without a device the run stops here with one message.
+    CudaProbe probe = probeCuda();
+    if (!probe.error.empty()) {
+      std::fprintf(stderr, "%s: %s\n", program.c_str(), probe.error.c_str());
+      return 1;
+    }
+    job.simulated = probe.simulated;
+    job.deviceCount = probe.devices;
+  }
   if (o.root >= job.nranks) {
     std::fprintf(stderr, "%s: -r %d: root must be below the number of ranks (%d), or -1\n",
                  program.c_str(), o.root, job.nranks);
@@ -200,8 +237,14 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
   for (int i = 0; i < perProc; ++i) {
     Rank& r = job.ranks[i];
     r.rank = l.proc * perProc + i;
-    r.memAlloc = o.localRegister != 0;
     const bool huge = o.hugePages != 0;
+    if (job.cuda) {
+      // Device buffers come with the communicator (cudaRankSetup); expectations stay on the host.
+      r.device = cudaDeviceOfRank(l.localProc, perProc, i, job.deviceCount);
+      if (o.check) r.want = allocTouched(o.maxBytes, huge);
+      continue;
+    }
+    r.memAlloc = o.localRegister != 0;
     r.send = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes, huge);
     r.recv = r.memAlloc ? memAllocTouched(o.maxBytes) : allocTouched(o.maxBytes, huge);
     if (o.check) r.want = allocTouched(o.maxBytes, huge);
@@ -214,7 +257,7 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
   if (l.mode == LaunchMode::kEnv) group = makeLoomProcessGroup(job.ranks[0].ctrl);
   if (!group) group = makeSingleProcessGroup();
 
-  reporter.preamble(program, o, rankLines(job, *group));
+  reporter.preamble(program, o, rankLines(job, *group), job.simulated ? kSimulatedNote : "");
   ThreadTeam team(o.nThreads, group.get());
   Watchdog dog(o.timeoutSec, o.nThreads);
   dog.watch(gComms);
@@ -231,7 +274,7 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
 
   if (hooks.end) hooks.end(job, errors[0]);
   reporter.finish("");
-  destroyRanks(job.ranks);
+  destroyRanks(job.ranks, job.cuda);
   gComms.clear();
   if (l.mode == LaunchMode::kMpi) mpiFinish();
   return errors[0] ? 1 : 0;

@@ -28,6 +28,13 @@ struct Rank {
   char* want = nullptr;
   bool memAlloc = false;  // send and recv come from loomMemAlloc (-R)
   bool checked = false;   // whether `want` holds an expectation for the current run
+  // --device cuda (device.h): the rank's device, `send` and `recv` are device memory, `stage`
+  // pinned host memory that fills and checks go through, `stream` a cudaStream_t, and the
+  // events bracket the timed calls.
+  int device = LOOM_DEVICE_CPU;
+  char* stage = nullptr;
+  void* timedStart = nullptr;
+  void* timedEnd = nullptr;
 };
 
 struct Job {
@@ -35,7 +42,10 @@ struct Job {
   Options o;
   Launch launch;
   int nranks = 1;
-  bool isMain = false;      // process 0: the one that prints
+  bool isMain = false;     // process 0: the one that prints
+  bool cuda = false;       // --device cuda
+  bool simulated = false;  // ... on the simulated runtime (LOOM_CUDA_SIM=1)
+  int deviceCount = 0;
   std::vector<Rank> ranks;  // this process's, nThreads * nGpus of them
   ThreadTeam* team = nullptr;
   Reporter* reporter = nullptr;
@@ -61,6 +71,9 @@ int runJob(int argc, char** argv, const std::string& program, const JobHooks& ho
 // Fails like nccl-tests' NCCLCHECK: waits out loomInProgress (non-blocking communicators),
 // then on an error prints it, aborts every communicator of the process and exits 1.
 void check(loomResult_t r, loomComm_t comm, const char* what);
+// The same for a failure outside loom's C API (a device-runtime call): prints `what` and
+// `message`, aborts every communicator of the process and exits 1.
+[[noreturn]] void fail(const char* what, const std::string& message);
 
 // `bytes` (at least one page) of page-aligned memory, allocated and touched once so first-touch
 // page faults stay out of measured loops; exits with a message when it cannot be had. With

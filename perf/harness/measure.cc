@@ -3,9 +3,15 @@
 #include <algorithm>
 #include <chrono>
 
+#include "perf/harness/device.h"
+
 namespace loomperf {
 
 using Clock = std::chrono::steady_clock;
+
+Measurer::Measurer(Job& job, int thread) : job_(job), o_(job.o), t_(thread) {
+  if (job_.cuda) cudaUse(rank(0).device);
+}
 
 void Measurer::select(const CollSpec& spec, loomDataType_t type, Op op, int root) {
   spec_ = &spec;
@@ -40,6 +46,7 @@ void Measurer::startColl(bool inPlace, int iter) {
   if (o_.nGpus > 1) check(loomGroupStart(), nullptr, "loomGroupStart");
   for (int g = 0; g < o_.nGpus; ++g) {
     Rank& r = rank(g);
+    if (job_.cuda && o_.nGpus > 1) cudaUse(r.device);
     char* recv = r.recv + shift;
     const char* send = inPlace ? recv + counts_.sendInplaceOffset * ts_ * r.rank : r.send + shift;
     char* out = inPlace ? recv + counts_.recvInplaceOffset * ts_ * r.rank : recv;
@@ -64,6 +71,12 @@ void Measurer::startColl(bool inPlace, int iter) {
 }
 
 void Measurer::complete() {
+  if (job_.cuda) {
+    job_.dog->busy(t_, "cudaStreamSynchronize");
+    for (int g = 0; g < o_.nGpus; ++g) cudaSync(rank(g).stream, rank(g).comm);
+    job_.dog->idle(t_);
+    return;
+  }
   job_.dog->busy(t_, "loomStreamSynchronize");
   for (int g = 0; g < o_.nGpus; ++g)
     if (rank(g).stream != nullptr)
@@ -72,14 +85,22 @@ void Measurer::complete() {
 }
 
 // Poisons the result area, writes each rank's input where the call reads it and the expected
-// result beside it.
+// result beside it. Device buffers get the same bytes: a fill, and the input written on the
+// host and copied over, in order on the rank's stream before the call.
 void Measurer::initData(bool inPlace, uint64_t seed) {
   Pattern p(type_, op_, job_.nranks, seed);
   for (int g = 0; g < o_.nGpus; ++g) {
     Rank& r = rank(g);
-    poison(r.recv, std::max(sendBytes(), recvBytes()));
     char* input = inPlace ? r.recv + counts_.sendInplaceOffset * ts_ * r.rank : r.send;
-    spec_->fillInput(p, site(r), counts_, input);
+    if (job_.cuda) {
+      if (o_.nGpus > 1) cudaUse(r.device);
+      cudaFill(r.recv, kPoisonByte, std::max(sendBytes(), recvBytes()), r.stream);
+      spec_->fillInput(p, site(r), counts_, r.stage);
+      cudaCopy(input, r.stage, sendBytes(), r.stream);
+    } else {
+      poison(r.recv, std::max(sendBytes(), recvBytes()));
+      spec_->fillInput(p, site(r), counts_, input);
+    }
     r.checked = o_.check > 0 && spec_->fillExpected(p, site(r), counts_, r.want);
   }
 }
@@ -90,9 +111,31 @@ int64_t Measurer::checkData(bool inPlace) {
     Rank& r = rank(g);
     if (!r.checked) continue;
     const char* got = inPlace ? r.recv + counts_.recvInplaceOffset * ts_ * r.rank : r.recv;
+    if (job_.cuda) {
+      // The result comes back to the host and goes through the same checker.
+      if (o_.nGpus > 1) cudaUse(r.device);
+      cudaCopy(r.stage, got, recvBytes(), r.stream);
+      cudaSync(r.stream, r.comm);
+      got = r.stage;
+    }
     wrong += countWrong(got, r.want, counts_.recvCount, ts_);
   }
   return wrong;
+}
+
+void Measurer::startEvents(void* Rank::*event) {
+  for (int g = 0; g < o_.nGpus; ++g) {
+    if (o_.nGpus > 1) cudaUse(rank(g).device);
+    cudaRecord(rank(g).*event, rank(g).stream);
+  }
+}
+
+// The thread's time on the device: from the first event to the last over its ranks' streams.
+double Measurer::eventSeconds() {
+  double sec = 0;
+  for (int g = 0; g < o_.nGpus; ++g)
+    sec = std::max(sec, cudaElapsed(rank(g).timedStart, rank(g).timedEnd));
+  return sec;
 }
 
 void Measurer::warmup(size_t bytes) {
@@ -109,6 +152,7 @@ Measurement Measurer::measure(size_t bytes, bool inPlace) {
   complete();
   team.barrier(t_);
 
+  if (job_.cuda) startEvents(&Rank::timedStart);
   auto t0 = Clock::now();
   for (int iter = 0; iter < o_.iters; ++iter) {
     if (o_.aggIters > 1) check(loomGroupStart(), nullptr, "loomGroupStart");
@@ -116,8 +160,10 @@ Measurement Measurer::measure(size_t bytes, bool inPlace) {
     if (o_.aggIters > 1) check(loomGroupEnd(), rank(0).comm, "loomGroupEnd");
   }
   double cpuSec = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (job_.cuda) startEvents(&Rank::timedEnd);
   complete();
   double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (job_.cuda) sec = eventSeconds();
   const double calls = static_cast<double>(o_.iters) * o_.aggIters;
   Measurement m;
   m.seconds = team.combine(t_, (o_.reportCputime ? cpuSec : sec) / calls,

@@ -1,6 +1,7 @@
 // One benchmark thread's measuring: nccl-tests' BenchTime for one collective at one size
 // (checked sync run, timed iterations, time combined over all ranks, checked runs), on the
-// thread's slice of ranks.
+// thread's slice of ranks. With --device cuda the buffers are device memory (device.h), the
+// time is that of events on the ranks' streams, and checks copy the results back first.
 #ifndef LOOM_PERF_HARNESS_MEASURE_H_
 #define LOOM_PERF_HARNESS_MEASURE_H_
 
@@ -20,7 +21,8 @@ struct Measurement {
 
 class Measurer {
  public:
-  Measurer(Job& job, int thread) : job_(job), o_(job.o), t_(thread) {}
+  // With --device cuda, makes the thread's (first) rank's device its current one.
+  Measurer(Job& job, int thread);
 
   // Chooses what the next calls measure. root < 0: the collective has no root.
   void select(const CollSpec& spec, loomDataType_t type, Op op, int root);
@@ -39,6 +41,10 @@ class Measurer {
   void complete();
   void initData(bool inPlace, uint64_t seed);
   int64_t checkData(bool inPlace);
+  // --device cuda: records the events `event` names on the thread's ranks' streams; the
+  // longest time between timedStart and timedEnd over those ranks.
+  void startEvents(void* Rank::*event);
+  double eventSeconds();
   Rank& rank(int g) { return job_.ranks[t_ * o_.nGpus + g]; }
 
   Job& job_;

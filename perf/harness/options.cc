@@ -46,7 +46,7 @@ double parseSize(const char* text) {
 std::string usage(const char* program) {
   std::string u = std::string("USAGE: ") + program + R"(
 	[-t,--nthreads <num threads>]        ranks are threads of this process (x -g)
-	[-g,--ngpus <ranks per thread>]      each thread drives this many ranks in groups
+	[-g,--ngpus <ranks per thread>]      each thread drives this many ranks (devices) in groups
 	[-b,--minbytes <min size in bytes>]  K, M, G suffixes allowed
 	[-e,--maxbytes <max size in bytes>]
 	[-i,--stepbytes <increment size>]
@@ -63,13 +63,16 @@ std::string usage(const char* program) {
 	[-z,--blocking <0/1>]
 	[-y,--stream_null <0/1>]
 	[-T,--timeout <time in seconds>]
+	[-G,--cudagraph <num graph launches>] ignored with --device cpu; refused with cuda
 	[-C,--report_cputime <0/1>]
 	[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]
 	[-R,--local_register <0/1/2>] 1 or 2: send/recv buffers from loomMemAlloc (single copy between processes)
 	[-J,--output_file <file>] write the results as JSON (nccl-tests' layout)
-	[--device <cpu/cuda>]                 where buffers live (default cpu)
+	[--device <cpu/cuda>]                 where buffers live (default cpu); cuda: rank r on device r % count
 	[--huge_pages <0/1>] 1: the buffers of every library ask for transparent huge pages
 	[-h,--help]
+LOOM_CUDA_SIM=1 runs --device cuda on simulated devices, a test double on the CPU (its times
+say nothing about GPUs).
 Launch: -t N runs N ranks as threads; under mpirun one process per rank (MPI builds);
 otherwise RANK/WORLD_SIZE (torchrun) or SLURM_PROCID/SLURM_NTASKS with LOOM_COMM_ID=host:port.
 )";
@@ -219,7 +222,7 @@ ParseStatus parseOptions(int argc, char** argv, Options* o, std::string* error) 
         break;
       case 'G':
         if (!intArg("-G (cudagraph)", 0)) return ParseStatus::kError;
-        if (v > 0) std::fprintf(stderr, "# -G (CUDA graphs) has no meaning on CPU; ignored\n");
+        o->cudaGraphLaunches = static_cast<int>(v);
         break;
       case 'C':
         if (!intArg("-C (report_cputime)", 0)) return ParseStatus::kError;

@@ -1,5 +1,5 @@
 // Command-line options of the benchmarks: nccl-tests' flags (2.19), their defaults and their
-// meaning, plus --device.
+// meaning, plus --device and --huge_pages.
 #ifndef LOOM_PERF_HARNESS_OPTIONS_H_
 #define LOOM_PERF_HARNESS_OPTIONS_H_
 
@@ -34,6 +34,7 @@ struct Options {
   int localRegister = 0;       // -R: 1 or 2 = send/recv buffers from loomMemAlloc
   int hugePages = 0;           // --huge_pages 1: malloc'd buffers asked for huge pages (THP)
   int parallelInit = 0;        // -p: accepted for compatibility; ranks always init in parallel
+  int cudaGraphLaunches = 0;   // -G: nccl-tests' CUDA graph launches (ignored on the CPU)
   std::string jsonPath;        // -J: write nccl-tests' JSON report here
   std::string device = "cpu";  // --device cpu|cuda
 };

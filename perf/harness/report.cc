@@ -138,7 +138,7 @@ void Reporter::openJson(const std::string& path, int argc, char** argv, char** e
 }
 
 void Reporter::preamble(const std::string& program, const Options& o,
-                        const std::vector<std::string>& rankLines) {
+                        const std::vector<std::string>& rankLines, const std::string& note) {
   int v = 0;
   loomGetVersion(&v);
   print("# loom perf %s (nccl-tests 2.19 compatible) loom-headers=%d loom-library=%d\n",
@@ -154,6 +154,7 @@ void Reporter::preamble(const std::string& program, const Options& o,
   if (o.localRegister)
     print("# Registered buffers: send/recv from loomMemAlloc (-R %d)\n", o.localRegister);
   if (o.hugePages) print("# Huge pages: malloc'd buffers advised MADV_HUGEPAGE (--huge_pages 1)\n");
+  if (!note.empty()) print("# %s\n", note.c_str());
   print("#\n");
   if (json_ != nullptr) {
     writer_.key("config");
@@ -189,6 +190,10 @@ void Reporter::preamble(const std::string& program, const Options& o,
     writer_.boolString(o.parallelInit != 0);
     writer_.key("device_kind");
     writer_.str(o.device);
+    if (!note.empty()) {
+      writer_.key("note");
+      writer_.str(note);
+    }
   }
   print("# Using devices\n");
   if (json_ != nullptr) {

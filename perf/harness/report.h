@@ -35,8 +35,9 @@ class Reporter {
   // nccl-tests does). Writes argv, the environment and the loom version.
   void openJson(const std::string& path, int argc, char** argv, char** envp);
 
+  // `note`, when not empty, is printed as one more "# " line before the devices.
   void preamble(const std::string& program, const Options& o,
-                const std::vector<std::string>& rankLines);
+                const std::vector<std::string>& rankLines, const std::string& note = "");
   void tableHeader(bool cputime);
   void rowStart(size_t bytes, size_t count, const char* type, const char* op, int root);
   void rowBody(double timeUs, double algBw, double busBw, bool reportErrors, int64_t wrong,

@@ -123,3 +123,5 @@ std::string uuidString(const std::array<uint8_t, 16>& u) {
 }
 
 }  // namespace loom::cuda
+
+loom::cuda::DeviceRuntime* loomInternalDeviceRuntime() { return &loom::cuda::deviceRuntime(); }

@@ -177,3 +177,11 @@ bool deviceRuntimeLoaded();
 std::string uuidString(const std::array<uint8_t, 16>& uuid);
 
 }  // namespace loom::cuda
+
+// deviceRuntime() for programs linked to the shared libloom, where every other internal symbol
+// is hidden: loom's benchmarks (perf/) allocate, fill and check device buffers through the
+// runtime that the library's communicators use (the same simulated devices under
+// LOOM_CUDA_SIM=1). Not part of loom's API: the class has no stable layout, so only code built
+// from the same tree may call it. Errors are CudaError (a std::runtime_error).
+extern "C" __attribute__((visibility("default"))) loom::cuda::DeviceRuntime*
+loomInternalDeviceRuntime();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "perf/harness/device.h"
 #include "perf/harness/options.h"
 
 namespace loomperf {
@@ -129,6 +130,33 @@ TEST(PerfOptions, ErrorsNameTheFlag) {
   EXPECT_EQ(parse({"-t", "0"}, &o, &err), ParseStatus::kError);
   EXPECT_EQ(parse({"-a", "4"}, &o, &err), ParseStatus::kError);
   EXPECT_EQ(parse({"-h"}, &o, &err), ParseStatus::kHelp);
+}
+
+// --device cuda: -G and a shared legacy default stream are refused; -y 1 with one rank per
+// process is fine.
+TEST(PerfOptions, CudaRefusesWhatItCannotHonour) {
+  Options o;
+  std::string err;
+  ASSERT_EQ(parse({"--device", "cuda", "-G", "2"}, &o, &err), ParseStatus::kRun) << err;
+  EXPECT_EQ(o.device, "cuda");
+  EXPECT_EQ(o.cudaGraphLaunches, 2);
+  EXPECT_NE(validateCudaOptions(o, 1).find("-G 2"), std::string::npos);
+  o.cudaGraphLaunches = 0;
+  EXPECT_EQ(validateCudaOptions(o, 4), "");
+  o.streamNull = 1;
+  EXPECT_EQ(validateCudaOptions(o, 1), "");
+  EXPECT_NE(validateCudaOptions(o, 2).find("legacy default stream"), std::string::npos);
+}
+
+// nccl-tests' spread: a process's ranks take the devices after the ranks of the processes
+// before it on the host, wrapping round, so several ranks share a device.
+TEST(PerfOptions, CudaRanksSpreadOverDevices) {
+  EXPECT_EQ(cudaDeviceOfRank(0, 4, 0, 2), 0);
+  EXPECT_EQ(cudaDeviceOfRank(0, 4, 1, 2), 1);
+  EXPECT_EQ(cudaDeviceOfRank(0, 4, 2, 2), 0);
+  EXPECT_EQ(cudaDeviceOfRank(1, 2, 1, 8), 3);
+  EXPECT_EQ(cudaDeviceOfRank(3, 2, 1, 4), 3);
+  EXPECT_EQ(cudaDeviceOfRank(2, 1, 0, 1), 0);
 }
 
 }  // namespace

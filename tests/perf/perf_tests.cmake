@@ -129,10 +129,46 @@ if(Python3_FOUND)
     set_tests_properties(perf_plot_from_json PROPERTIES
       ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60" TIMEOUT 120)
   endif()
-  # --device cuda must fail with a message, never crash.
+  # --device cuda without a device (no driver here; CUDA_VISIBLE_DEVICES hides any GPU) fails
+  # with one message, never a crash.
   add_test(NAME perf_device_cuda_refused
-    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA data path"
-      -- $<TARGET_FILE:all_reduce_perf> --device cuda)
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "no CUDA device found"
+      -- $<TARGET_FILE:all_reduce_perf> --device cuda -t 2)
+  set_tests_properties(perf_device_cuda_refused PROPERTIES
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo;LOOM_CUDA_SIM=0;CUDA_VISIBLE_DEVICES=-1" TIMEOUT 60)
+  # --device cuda on loom's simulated devices (LOOM_CUDA_SIM=1: a test double of CUDA on the
+  # CPU, so these check results, never speed): buffers, streams and event timing through the
+  # device-runtime seam. 4 ranks as threads on 2 devices (two ranks per device); 2 processes of
+  # 2 ranks sharing one device; -g 2 groups with every type and op.
+  set(loom_perf_cuda_sim_env "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60;LOOM_CUDA_SIM=1")
+  set(loom_perf_cuda_sim_tests)
+  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce alltoall)
+    add_test(NAME perf_cuda_sim_threads_${coll}
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 4 --json
+        -- $<TARGET_FILE:${coll}_perf> --device cuda ${loom_perf_small})
+    set_tests_properties(perf_cuda_sim_threads_${coll} PROPERTIES
+      ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
+    list(APPEND loom_perf_cuda_sim_tests perf_cuda_sim_threads_${coll})
+  endforeach()
+  add_test(NAME perf_cuda_sim_env_all_reduce
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode env --ranks 2
+      -- $<TARGET_FILE:all_reduce_perf> --device cuda -t 2 ${loom_perf_small})
+  set_tests_properties(perf_cuda_sim_env_all_reduce PROPERTIES
+    ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=1")
+  add_test(NAME perf_cuda_sim_groups_all_types_ops
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2
+      -- $<TARGET_FILE:all_reduce_perf> --device cuda -g 2 -d all -o all -b 4 -e 4K -f 8 -w 1 -n 1)
+  set_tests_properties(perf_cuda_sim_groups_all_types_ops PROPERTIES
+    ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
+  # Send/recv groups on CUDA communicators are refused with a message rather than left to hang.
+  add_test(NAME perf_cuda_sim_sendrecv_refused
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "inside a group"
+      -- $<TARGET_FILE:sendrecv_perf> --device cuda -t 2)
+  set_tests_properties(perf_cuda_sim_sendrecv_refused PROPERTIES
+    ENVIRONMENT "${loom_perf_cuda_sim_env}")
+  list(APPEND loom_perf_cuda_sim_tests perf_cuda_sim_env_all_reduce
+    perf_cuda_sim_groups_all_types_ops perf_cuda_sim_sendrecv_refused)
+  set_tests_properties(${loom_perf_cuda_sim_tests} PROPERTIES TIMEOUT 180)
 endif()
 
 # Two mpirun at once race on Open MPI's session directory (/tmp/ompi.<host>.<uid>: one removes
