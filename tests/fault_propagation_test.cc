@@ -33,16 +33,19 @@ int failedRankIn(const std::string& output) {
   return rank;
 }
 
-// Runs the scenario with `victim`; kills it at its "stalled" line unless it aborts.
+// Runs the scenario with `victim`; kills it at its "stalled" line unless it aborts. With
+// `relayPauseMs`, every rank pauses that long after each control frame it sends to several ranks.
 std::vector<Outcome> runScenario(const std::string& scenario, int victim,
-                                 const std::string& transport) {
+                                 const std::string& transport, int relayPauseMs = 0) {
   const std::string id = idToHex(makeId());
   std::vector<std::string> env{"LOOM_TIMEOUT=60", "LOOM_TRANSPORT=" + transport};
   std::vector<RankProcess> ranks;
-  for (int r = 0; r < kRanks; ++r)
-    ranks.push_back(spawnProcess(
-        LOOM_FAULT_RANK_BINARY,
-        {scenario, std::to_string(kRanks), std::to_string(r), id, std::to_string(victim)}, env));
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<std::string> args{scenario, std::to_string(kRanks), std::to_string(r), id,
+                                  std::to_string(victim)};
+    if (relayPauseMs > 0) args.push_back(std::to_string(relayPauseMs));
+    ranks.push_back(spawnProcess(LOOM_FAULT_RANK_BINARY, args, env));
+  }
   std::vector<Outcome> out(kRanks);
   if (scenario != "abort") {
     std::string victimOut;
@@ -106,6 +109,23 @@ TEST_P(FaultPropagation, SplitChildSeesItsParentsFailure) {
   SCOPED_TRACE("victim rank " + std::to_string(victim));
   std::vector<Outcome> out = runScenario("split", victim, GetParam());
   expectSurvivorsNameVictim(out, victim, true);
+}
+
+// Rank 0 relays the death slowly, so a survivor that heard of it first fails and exits while
+// the others have not heard yet: they must wait for the verdict, not blame that survivor.
+TEST_P(FaultPropagation, SplitChildSeesItsParentsFailureWhenTheRelayIsSlow) {
+  const int victim = 1 + randomVictim() % (kRanks - 1);  // not rank 0, which relays
+  SCOPED_TRACE("victim rank " + std::to_string(victim));
+  std::vector<Outcome> out = runScenario("split", victim, GetParam(), /*relayPauseMs=*/400);
+  expectSurvivorsNameVictim(out, victim, true);
+}
+
+// Rank 0 says LEAVING slowly: the survivors that heard it exit, and rank 0, having left, must not
+// name their exits to the ones that have not heard it yet.
+TEST_P(FaultPropagation, AbortOfRankZeroIsSeenAsLeavingWhenItIsSaidSlowly) {
+  std::vector<Outcome> out = runScenario("abort", 0, GetParam(), /*relayPauseMs=*/400);
+  EXPECT_EQ(out[0].exitCode, 0) << out[0].output;
+  expectSurvivorsNameVictim(out, 0, true);
 }
 
 TEST_P(FaultPropagation, AbortIsSeenAsLeaving) {

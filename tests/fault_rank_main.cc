@@ -1,7 +1,9 @@
 // One rank of the fault-propagation tests (tests/fault_propagation_test.cc):
 //
-//   loom_fault_test_rank SCENARIO NRANKS RANK ID VICTIM
+//   loom_fault_test_rank SCENARIO NRANKS RANK ID VICTIM [RELAY_PAUSE_MS]
 //
+// RELAY_PAUSE_MS pauses the control channel after each frame it sends to several ranks, as a
+// loaded machine may (src/net/test_hooks.h).
 // The victim prints "stalled" at the scenario's point and waits to be killed (SIGKILL), or
 // aborts. Every other rank prints "fail <code> <rank> <message>" and exits 10 + code when its
 // call fails, where <rank> is the rank its communicator's failure names (-1: none), or "ok"
@@ -77,8 +79,8 @@ void idleThenCall(loomComm_t comm, int rank, int nranks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s SCENARIO NRANKS RANK ID VICTIM\n", argv[0]);
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: %s SCENARIO NRANKS RANK ID VICTIM [RELAY_PAUSE_MS]\n", argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(argv[3]);
   const loomUniqueId id = loom::test::idFromHex(argv[4]);
   const int victim = std::atoi(argv[5]);
+  if (argc == 7) loom::testing::setControlRelayPauseMs(std::atoi(argv[6]));
   if (scenario == "init" && rank == victim) {
     loom::testing::setInitStageHook([](int, const std::string& stage) {
       if (stage == "bootstrap_ready") stall();

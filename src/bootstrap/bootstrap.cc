@@ -162,10 +162,8 @@ void Bootstrap::allGather(void* data, size_t bytesPerRank) {
 void Bootstrap::awaitVerdict() const {
   if (options_.abort == nullptr || control_ == nullptr) return;
   // A neighbour that closed the ring may be a survivor that failed first: the control channel
-  // names the rank that died (rank 0 relays it within milliseconds), so give it that long.
-  Deadline grace = Deadline::after(std::chrono::milliseconds(kVerdictGraceMs));
-  while (!options_.abort->raised() && !grace.expired())
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // names the rank that died.
+  control_->awaitVerdict();
   throwIfAborted(options_.abort, "the bootstrap exchange");
 }
 

@@ -79,7 +79,6 @@ class Bootstrap {
   // After a ring peer closed: waits briefly for the control channel to name the rank that
   // died, and throws that failure if it comes.
   void awaitVerdict() const;
-  static constexpr int kVerdictGraceMs = 300;
   Socket connectPeer(int peer, Deadline deadline);
   Deadline deadline() const;
 

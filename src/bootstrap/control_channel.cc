@@ -13,6 +13,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/net/byte_order.h"
+#include "src/net/test_hooks.h"
 
 namespace loom {
 namespace {
@@ -184,7 +185,11 @@ void ControlChannel::send(int l, ControlFrame type, const std::vector<uint8_t>& 
 
 void ControlChannel::sendToAll(ControlFrame type, const std::vector<uint8_t>& body, int except) {
   for (size_t l = 0; l < links_.size(); ++l)
-    if (static_cast<int>(l) != except && !links_[l]->down) send(static_cast<int>(l), type, body);
+    if (static_cast<int>(l) != except && !links_[l]->down) {
+      send(static_cast<int>(l), type, body);
+      if (const int pause = testing::controlRelayPauseMs(); pause > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(pause));
+    }
 }
 
 void ControlChannel::reportFailure(loomResult_t code, int rank, const std::string& message) {
@@ -204,7 +209,12 @@ void ControlChannel::failAndRelay(loomResult_t code, int rank, const std::string
                                   int from) {
   // The first failure wins, here and (through rank 0) everywhere. It goes out before this
   // rank's waits see it: a rank whose call then fails and exits at once must not look like
-  // the first death to the others.
+  // the first death to the others. A rank that left names nothing: the others' deaths that
+  // follow its LEAVING (they fail and exit on it) must not overtake that LEAVING elsewhere.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (left_) return;
+  }
   if (claimed_.exchange(true)) return;
   if (from < 0 || rank_ == 0) {
     std::vector<uint8_t> body;
@@ -218,9 +228,10 @@ void ControlChannel::failAndRelay(loomResult_t code, int rank, const std::string
   if (from >= 0) LOOM_WARN(kLogBootstrap, owner_, ": ", message);
 }
 
-void ControlChannel::awaitVerdict(std::chrono::milliseconds wait) const {
-  Deadline until = Deadline::after(wait);
-  while (failures_.failure() == nullptr && !until.expired())
+void ControlChannel::awaitVerdict() const {
+  // A claimed failure is recorded here once it has gone out to the others (failAndRelay).
+  Deadline until = Deadline::after(std::chrono::milliseconds(kVerdictWaitMs));
+  while (!failures_.raised() && (claimed_.load() || !until.expired()))
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
@@ -231,7 +242,7 @@ void ControlChannel::onLinkLost(int l) {
   if (link.saidBye) return;
   // A split child's peer that exits because the parent's job failed is no death of its own:
   // give the parent's verdict a moment to arrive on the parent's control thread.
-  if (failures_.hasParent()) awaitVerdict(std::chrono::milliseconds(kParentGraceMs));
+  if (failures_.hasParent()) awaitVerdict();
   if (failures_.failure() != nullptr && !failures_.failed()) return;  // the parent's explains it
   const int peer = rank_ == 0 ? l : 0;
   failAndRelay(loomRemoteError, peer,

@@ -108,9 +108,15 @@ class ControlChannel {
   // Records the failure here and, if it is the first, tells every rank (through rank 0).
   // `rank` is the rank the failure is about (-1: unknown).
   void reportFailure(loomResult_t code, int rank, const std::string& message);
-  // Waits up to `wait` for a failure of the job (or the parent's) to be recorded.
-  void awaitVerdict(std::chrono::milliseconds wait) const;
-  static constexpr int kParentGraceMs = 200;
+  // Waits up to kVerdictWaitMs for a failure of the job (or the parent's) to be recorded, or for
+  // a local abort. Called when a connection to a peer ended without a goodbye: the peer may be
+  // a survivor that exited on the job's first failure, which rank 0 has sent, or is sending,
+  // to every rank; naming that peer instead would blame the wrong rank.
+  void awaitVerdict() const;
+  // A dead peer's control connection closes too, so the verdict comes unless only a data
+  // connection broke; the wait is long enough for a loaded machine's scheduling delays, and
+  // costs nothing when the verdict comes at once.
+  static constexpr int kVerdictWaitMs = 2000;
   // loomCommAbort: the others see this rank leave.
   void leave();
   // Asks every rank what it did last (through rank 0); entries of ranks that did not answer

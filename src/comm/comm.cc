@@ -489,10 +489,10 @@ void Comm::markFailed(loomResult_t code) {
   if (code == loomRemoteError && interrupt_->failure() == nullptr) {
     {
       // The connection that failed here may be to a survivor that failed first and exited: the
-      // control channel names the rank that died within milliseconds, so wait that long for it.
+      // control channel names the rank that died (ControlChannel::awaitVerdict).
       std::unique_lock<std::mutex> lock(opMutex_, std::try_to_lock);
       if (lock.owns_lock() && bootstrap_ && bootstrap_->control())
-        bootstrap_->control()->awaitVerdict(std::chrono::milliseconds(kVerdictGraceMs));
+        bootstrap_->control()->awaitVerdict();
     }
     if (interrupt_->failure() == nullptr) {
       std::string message;

@@ -179,7 +179,6 @@ class Comm final : public loomComm, public transport::Peers {
   // failed peer (loomRemoteError) is also told to every rank (reportFailure), with the message
   // set by the setLastError that comes just before.
   void markFailed(loomResult_t code);
-  static constexpr int kVerdictGraceMs = 300;
 
   // ---- Faults and hang reports (bootstrap/control_channel.h, docs/architecture.md) ----
   // What every wait of this communicator watches: loomCommAbort here, the job's first failure

@@ -8,6 +8,7 @@ namespace loom::testing {
 namespace {
 
 std::atomic<uint64_t> refused{0};
+std::atomic<int> relayPauseMs{0};
 std::atomic<bool> anyHook{false};
 std::mutex hookMutex;
 ListenerHook listenerHook;
@@ -46,6 +47,9 @@ void notifyInitStage(int rank, const std::string& stage) {
   }
   if (hook) hook(rank, stage);
 }
+
+void setControlRelayPauseMs(int ms) { relayPauseMs.store(ms, std::memory_order_relaxed); }
+int controlRelayPauseMs() { return relayPauseMs.load(std::memory_order_relaxed); }
 
 void countRefusedConnection() { refused.fetch_add(1, std::memory_order_relaxed); }
 uint64_t refusedConnectionCount() { return refused.load(std::memory_order_relaxed); }

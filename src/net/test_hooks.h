@@ -22,6 +22,11 @@ using InitStageHook = std::function<void(int rank, const std::string& stage)>;
 void setInitStageHook(InitStageHook hook);
 void notifyInitStage(int rank, const std::string& stage);
 
+// A pause (ms) after each control frame that goes to several ranks (a failure's relay, a
+// LEAVING): a loaded machine's scheduling delay, made deterministic. 0: none.
+void setControlRelayPauseMs(int ms);
+int controlRelayPauseMs();
+
 // Connections refused for not proving the secret (or malformed), in this process.
 void countRefusedConnection();
 uint64_t refusedConnectionCount();

@@ -1,6 +1,7 @@
 #include "transports/shm/shm_segment.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,6 +58,14 @@ void noteServerRoute(const SegmentHandle& handle, int peer, const std::string& w
             "), so shared rings come from its fd server by SCM_RIGHTS");
 }
 
+// A peer that exited is a remote failure, not this host's: the caller's error path then waits for
+// the job's verdict, which names the rank that failed first (its exit may follow from that).
+[[noreturn]] void throwOwnerGone(const SegmentHandle& handle, int peer) {
+  throw RemoteError(
+      strCat("rank ", peer, " (pid ", handle.owner.pid,
+             ") exited before this rank took its shared ring (did it exit or crash?)"));
+}
+
 // The owner's fd for the segment: the number itself in this process, else by pidfd, else by
 // SCM_RIGHTS. The result may share its open file description with the owner's.
 int importFd(const SegmentHandle& handle, int peer) {
@@ -70,6 +79,7 @@ int importFd(const SegmentHandle& handle, int peer) {
   if (std::shared_ptr<PeerProcess> owner = PeerProcess::open(handle.owner, &whyNotPidfd)) {
     const int fd = owner->takeFd(handle.fd);
     if (fd >= 0) return fd;
+    if (errno == ESRCH) throwOwnerGone(handle, peer);
     whyNotPidfd = strCat("pidfd_getfd: ", std::strerror(errno));
   } else {
     noteServerRoute(handle, peer, whyNotPidfd);
@@ -77,6 +87,7 @@ int importFd(const SegmentHandle& handle, int peer) {
   std::string whyNotServer;
   const int fd = fetchOfferedFd(handle.ticket, handle.owner.pid, &whyNotServer);
   if (fd >= 0) return fd;
+  if (::kill(handle.owner.pid, 0) != 0 && errno == ESRCH) throwOwnerGone(handle, peer);
   throw SystemError(strCat("cannot get the shared ring of rank ", peer, " (pid ", handle.owner.pid,
                            "): ", whyNotPidfd, "; SCM_RIGHTS: ", whyNotServer,
                            ". Set LOOM_SHM_DISABLE=1 to use TCP between ranks of one host"));
