@@ -365,7 +365,10 @@ LOOM_API loomResult_t loomRecv(void* recvbuff, size_t count, loomDataType_t data
                                loomComm_t comm, loomStream_t stream);
 
 /** Starts a group: the operations called until the matching loomGroupEnd() are only
- * validated and collected; loomGroupEnd() launches them together. Groups nest. */
+ * validated and collected; loomGroupEnd() launches them together. Groups nest. The calls of
+ * a group must all be on CPU communicators or all on CUDA ones; on CUDA communicators the
+ * group is enqueued once, on the stream of its first call, and the group's other streams wait
+ * for the work queued on them before it, and their later work waits for the group. */
 LOOM_API loomResult_t loomGroupStart(void);
 LOOM_API loomResult_t loomGroupEnd(void);
 

@@ -44,24 +44,11 @@ void timeTest(Job& job, int t, Measurer& m, const CollSpec& spec, loomDataType_t
   }
 }
 
-// The collectives nccl-tests builds from point-to-point calls in a group.
-bool composedOfSendRecv(const CollSpec& spec) {
-  const std::string_view name = spec.name;
-  return name == "sendrecv" || name == "gather" || name == "scatter";
-}
-
 }  // namespace
 
 int benchMain(int argc, char** argv, const CollSpec& spec) {
   double avgBusBw = 0;
   JobHooks hooks;
-  hooks.validate = [&](const Options& o) -> std::string {
-    if (o.device != "cuda" || !composedOfSendRecv(spec)) return "";
-    return std::string("--device cuda: ") + spec.name +
-           "_perf posts loomSend/loomRecv inside a group, and loom does not yet launch the "
-           "calls of a group of CUDA communicators together (each would run on its own, so a "
-           "send could wait for the receive queued behind it). Run it with --device cpu";
-  };
   hooks.begin = [](Job& job) { job.reporter->tableHeader(job.o.reportCputime != 0); };
   hooks.thread = [&](Job& job, int t) -> int64_t {
     const Options& o = job.o;

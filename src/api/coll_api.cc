@@ -109,42 +109,54 @@ void finishRecord(Comm& comm, uint64_t seq, loomResult_t result) {
   comm.flightRecorder().finish(seq, result);
   if (result == loomSuccess) comm.calls().complete(seq);
 }
-void finishRecords(const std::vector<CollOp>& ops, loomResult_t result) {
-  for (const CollOp& op : ops) finishRecord(*op.comm, op.seq, result);
-}
 
 // Runs `run` (which runs the calls `ops`) between the flight recorder's start and finish of
 // each call; a call that throws fails them all, as the executor fails them.
+// A device executor may take the calls out of `ops`, so the calls' ends are noted first.
 template <typename Run>
 void recorded(std::vector<CollOp>& ops, Run&& run) {
   if (ops.empty()) return;
-  for (const CollOp& op : ops) op.comm->flightRecorder().start(op.seq);
+  std::vector<std::pair<std::shared_ptr<Comm>, uint64_t>> calls;
+  calls.reserve(ops.size());
+  for (const CollOp& op : ops) {
+    op.comm->flightRecorder().start(op.seq);
+    calls.emplace_back(op.comm, op.seq);
+  }
+  const auto finishAll = [&](loomResult_t result) {
+    for (const auto& [comm, seq] : calls) finishRecord(*comm, seq, result);
+  };
   try {
     run();
   } catch (const Error& e) {
-    finishRecords(ops, e.code());
+    finishAll(e.code());
     throw;
   } catch (...) {
-    finishRecords(ops, loomInternalError);
+    finishAll(loomInternalError);
     throw;
   }
-  finishRecords(ops, loomSuccess);
+  finishAll(loomSuccess);
 }
 
-// Runs a group's operations: those on host streams are enqueued there (one item per stream),
-// the others run on this thread.
-// A group's calls run on their communicators' executor: one device per group.
-void runOn(std::vector<CollOp>& ops) {
-  if (ops.empty()) return;
-  Executor& executor = executorOf(*ops.front().comm);
-  for (const CollOp& op : ops)
-    LOOM_ENFORCE(std::string_view(executorOf(*op.comm).device()) == executor.device(), InvalidUsage,
-                 "a group mixes ", executor.device(), " and ", executorOf(*op.comm).device(),
+// A group's calls run on their communicators' executor: one device per group. Checked before
+// any of them is queued, so a refused group runs nothing.
+void requireOneDevice(const std::vector<PendingOp>& pending) {
+  if (pending.empty()) return;
+  const std::string_view device = executorOf(*pending.front().op.comm).device();
+  for (const PendingOp& p : pending)
+    LOOM_ENFORCE(std::string_view(executorOf(*p.op.comm).device()) == device, InvalidUsage,
+                 "a group mixes ", device, " and ", executorOf(*p.op.comm).device(),
                  " communicators; put the calls of each device in a group of their own");
-  executor.run(ops);
 }
 
+void runOn(std::vector<CollOp>& ops) {
+  if (!ops.empty()) executorOf(*ops.front().comm).run(ops);
+}
+
+// Runs a group's operations: those on host streams are enqueued there (one item per stream);
+// the others go to their executor from this thread, which runs them here (CPU) or enqueues
+// them on their device streams (CUDA), once for the whole group.
 void runNow(std::vector<PendingOp>& pending) {
+  requireOneDevice(pending);
   std::map<HostStream*, std::vector<CollOp>> byStream;
   std::vector<CollOp> now;
   std::map<HostStream*, std::shared_ptr<HostStream>> streams;
@@ -201,8 +213,8 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     // Chosen once per call; bad LOOM_ALGO / LOOM_PROTO values fail here, before any peer is
     // involved.
     choosePlan(op);
-    // The stream belongs to the device: an executor without host streams takes the call as it
-    // is (the CUDA stub refuses it).
+    // The stream belongs to the device: an executor without host streams takes the call (or
+    // its group) with its cudaStream_t as it is (the CUDA stub refuses it).
     const bool hostStreams = executorOf(*op.comm).hostStreams();
     std::shared_ptr<HostStream> stream;
     if (hostStreams && streamHandle != nullptr) {
@@ -215,22 +227,18 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     Comm& comm = *op.comm;
     op.seq = comm.nextOpNumber();
     FlightRecorder& recorder = comm.flightRecorder();
-    const bool grouped = hostStreams && tlsGroup.depth > 0;
+    const bool grouped = tlsGroup.depth > 0;
     if (recorder.enabled())
       recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr);
     comm.calls().issue(
         op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
         op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root);
-    if (!hostStreams) {
-      op.deviceStream = static_cast<void*>(streamHandle);
-      runOneNow(std::move(op));
-      return loomSuccess;
-    }
+    if (!hostStreams) op.deviceStream = static_cast<void*>(streamHandle);
     if (grouped) {
       tlsGroup.ops.push_back(PendingOp{std::move(op), std::move(stream)});
       return loomSuccess;
     }
-    if (stream == nullptr) {
+    if (!hostStreams || stream == nullptr) {
       runOneNow(std::move(op));
       return loomSuccess;
     }

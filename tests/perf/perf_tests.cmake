@@ -160,14 +160,23 @@ if(Python3_FOUND)
       -- $<TARGET_FILE:all_reduce_perf> --device cuda -g 2 -d all -o all -b 4 -e 4K -f 8 -w 1 -n 1)
   set_tests_properties(perf_cuda_sim_groups_all_types_ops PROPERTIES
     ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
-  # Send/recv groups on CUDA communicators are refused with a message rather than left to hang.
-  add_test(NAME perf_cuda_sim_sendrecv_refused
-    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --expect-refusal "inside a group"
-      -- $<TARGET_FILE:sendrecv_perf> --device cuda -t 2)
-  set_tests_properties(perf_cuda_sim_sendrecv_refused PROPERTIES
-    ENVIRONMENT "${loom_perf_cuda_sim_env}")
+  # The collectives nccl-tests builds from send/recv in a group: each group runs once on its
+  # streams. Threads of one process (-t 2, two devices) and one thread driving two ranks (-g 2).
+  foreach(coll sendrecv gather scatter)
+    add_test(NAME perf_cuda_sim_threads_${coll}
+      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 4 --json
+        -- $<TARGET_FILE:${coll}_perf> --device cuda ${loom_perf_small})
+    set_tests_properties(perf_cuda_sim_threads_${coll} PROPERTIES
+      ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
+    list(APPEND loom_perf_cuda_sim_tests perf_cuda_sim_threads_${coll})
+  endforeach()
+  add_test(NAME perf_cuda_sim_groups_sendrecv
+    COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2
+      -- $<TARGET_FILE:sendrecv_perf> --device cuda -g 2 -b 4 -e 1M -f 16 -w 1 -n 2)
+  set_tests_properties(perf_cuda_sim_groups_sendrecv PROPERTIES
+    ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
   list(APPEND loom_perf_cuda_sim_tests perf_cuda_sim_env_all_reduce
-    perf_cuda_sim_groups_all_types_ops perf_cuda_sim_sendrecv_refused)
+    perf_cuda_sim_groups_all_types_ops perf_cuda_sim_groups_sendrecv)
   set_tests_properties(${loom_perf_cuda_sim_tests} PROPERTIES TIMEOUT 180)
 endif()
 

@@ -1,12 +1,32 @@
 #include "src/exec/cuda/sim_executor.h"
 
+#include <algorithm>
+
 #include "src/base/error.h"
 #include "src/cuda/runtime.h"
 
 namespace loom {
+namespace {
 
+// Makes `waiter`'s later work wait for the work queued on `done` so far.
+void joinStreams(cuda::DeviceRuntime& rt, void* done, void* waiter) {
+  cuda::Event event = rt.eventCreate(/*timing=*/false);
+  try {
+    rt.eventRecord(event, done);
+    rt.streamWaitEvent(waiter, event);
+  } catch (...) {
+    rt.eventDestroy(event);
+    throw;
+  }
+  rt.eventDestroy(event);
+}
+
+}  // namespace
+
+// A call or a group in flight: it counts as in flight on the executor of every communicator it
+// has a call of (a group may hold the calls of several ranks).
 struct SimCudaExecutor::Work {
-  SimCudaExecutor* self;
+  std::vector<SimCudaExecutor*> executors;
   std::vector<CollOp> ops;
 };
 
@@ -22,49 +42,71 @@ void SimCudaExecutor::runOne(CollOp&& op) {
   enqueue(std::move(one));
 }
 
+// A group runs once, on the stream of its first call, as NCCL launches a group: that stream
+// first waits for the work already queued on the group's other streams, and they wait for the
+// group before their later work.
 void SimCudaExecutor::enqueue(std::vector<CollOp> ops) {
+  cuda::DeviceRuntime& rt = cuda::deviceRuntime();
   void* stream = ops.front().deviceStream;
-  auto* work = new Work{this, std::move(ops)};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++inFlight_;
+  std::vector<void*> others;
+  for (const CollOp& op : ops)
+    if (op.deviceStream != stream &&
+        std::find(others.begin(), others.end(), op.deviceStream) == others.end())
+      others.push_back(op.deviceStream);
+  for (void* other : others) joinStreams(rt, other, stream);
+  auto work = std::make_unique<Work>();
+  for (const CollOp& op : ops) {
+    auto* executor = static_cast<SimCudaExecutor*>(&executorOf(*op.comm));  // one device
+    if (std::find(work->executors.begin(), work->executors.end(), executor) ==
+        work->executors.end())
+      work->executors.push_back(executor);
   }
+  work->ops = std::move(ops);
+  for (SimCudaExecutor* executor : work->executors) executor->addInFlight(+1);
   try {
-    cuda::deviceRuntime().launchHostFunc(stream, &SimCudaExecutor::runWork, work);
+    rt.launchHostFunc(stream, &SimCudaExecutor::runWork, work.get());
+    work.release();  // runWork owns it now
   } catch (...) {
-    delete work;
-    std::lock_guard<std::mutex> lock(mutex_);
-    --inFlight_;
-    idle_.notify_all();
+    for (SimCudaExecutor* executor : work->executors) executor->addInFlight(-1);
     throw;
   }
+  for (void* other : others) joinStreams(rt, stream, other);
 }
 
 // On the stream's thread. The ops hold their communicator, which may be the last reference:
 // they are destroyed only after this executor is no longer touched.
 void SimCudaExecutor::runWork(void* raw) {
   std::unique_ptr<Work> work(static_cast<Work*>(raw));
-  SimCudaExecutor& self = *work->self;
   std::vector<CollOp> ops = std::move(work->ops);
   std::string failure;
+  loomResult_t code = loomSuccess;
   try {
-    self.cpu_.run(ops);
+    work->executors.front()->cpu_.run(ops);
   } catch (const Error& e) {
     failure = strCat(describeCall(ops.front()), " on its CUDA stream: ", e.what());
-    ops.front().comm->setLastError(failure);
-    ops.front().comm->markFailed(e.code());
+    code = e.code();
   } catch (const std::exception& e) {
     failure = strCat(describeCall(ops.front()), " on its CUDA stream: ", e.what());
-    ops.front().comm->setLastError(failure);
-    ops.front().comm->markFailed(loomInternalError);
+    code = loomInternalError;
   }
-  {
-    std::lock_guard<std::mutex> lock(self.mutex_);
-    --self.inFlight_;
-    self.idle_.notify_all();
+  if (code != loomSuccess) {
+    std::vector<Comm*> failed;
+    for (const CollOp& op : ops) {
+      if (std::find(failed.begin(), failed.end(), op.comm.get()) != failed.end()) continue;
+      failed.push_back(op.comm.get());
+      op.comm->setLastError(failure);
+      op.comm->markFailed(code);
+    }
   }
+  for (SimCudaExecutor* executor : work->executors) executor->addInFlight(-1);
   ops.clear();
   if (!failure.empty()) throw CudaError(failure);
+}
+
+void SimCudaExecutor::addInFlight(int delta) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  inFlight_ += delta;
+  if (inFlight_ == 0) idle_.notify_all();
 }
 
 void SimCudaExecutor::waitIdle() {

@@ -7,8 +7,10 @@
 //
 // Each call runs on its stream's thread, so ranks must not share a stream (the legacy default
 // stream is one stream per process): a rank's call waits for its peers, whose calls would queue
-// behind it. A failure of a call marks the communicator failed (loomCommGetAsyncError) and is
-// the stream's error at its next synchronize.
+// behind it. A group (loomGroupStart/End) runs once, as one item on the stream of its first call,
+// with the group's other streams joined to it by events; so one thread may drive several ranks
+// in a group, as with CPU communicators. A failure of a call marks the communicator failed
+// (loomCommGetAsyncError) and is the stream's error at its next synchronize.
 #pragma once
 
 #include <condition_variable>
@@ -39,6 +41,7 @@ class SimCudaExecutor final : public Executor {
   static void runWork(void* work);
   void enqueue(std::vector<CollOp> ops);
   void waitIdle();
+  void addInFlight(int delta);
 
   CpuExecutor cpu_;
   std::mutex mutex_;
