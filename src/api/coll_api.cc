@@ -106,8 +106,10 @@ CallShape shapeOf(const CollOp& op, bool grouped) {
 
 // A call's end, for the flight recorder and for the hang reports' progress (call_progress.h).
 void finishRecord(Comm& comm, uint64_t seq, loomResult_t result) {
-  comm.flightRecorder().finish(seq, result);
-  if (result == loomSuccess) comm.calls().complete(seq);
+  // One reading of the clock for both: the NULL-stream call's latency pays for each.
+  const uint64_t now = FlightRecorder::ticks();
+  comm.flightRecorder().finish(seq, result, now);
+  if (result == loomSuccess) comm.calls().complete(seq, now);
 }
 
 // Runs `run` (which runs the calls `ops`) between the flight recorder's start and finish of
@@ -228,11 +230,12 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     op.seq = comm.nextOpNumber();
     FlightRecorder& recorder = comm.flightRecorder();
     const bool grouped = tlsGroup.depth > 0;
+    const uint64_t now = FlightRecorder::ticks();
     if (recorder.enabled())
-      recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr);
-    comm.calls().issue(
-        op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
-        op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root);
+      recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr, now);
+    comm.calls().issue(op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
+                       op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root,
+                       now);
     if (!hostStreams) op.deviceStream = static_cast<void*>(streamHandle);
     if (grouped) {
       tlsGroup.ops.push_back(PendingOp{std::move(op), std::move(stream)});

@@ -31,16 +31,17 @@ class CallProgress {
   // `call` is the call's number on its communicator (CollOp::seq, from Comm::nextOpNumber): the
   // same numbers on every rank that issues the same calls, and the ones the flight recorder and
   // the executor's messages use. `kind` is a string literal.
-  void issue(uint64_t call, const char* kind, uint64_t count, int datatype, int root) {
+  void issue(uint64_t call, const char* kind, uint64_t count, int datatype, int root,
+             uint64_t ticks = FlightRecorder::ticks()) {
     kind_.store(kind, std::memory_order_relaxed);
     count_.store(count, std::memory_order_relaxed);
     datatype_.store(datatype, std::memory_order_relaxed);
     root_.store(root, std::memory_order_relaxed);
-    issuedTicks_.store(FlightRecorder::ticks(), std::memory_order_relaxed);
+    issuedTicks_.store(ticks, std::memory_order_relaxed);
     issued_.store(call, std::memory_order_release);
   }
-  void complete(uint64_t call) {
-    completedTicks_.store(FlightRecorder::ticks(), std::memory_order_relaxed);
+  void complete(uint64_t call, uint64_t ticks = FlightRecorder::ticks()) {
+    completedTicks_.store(ticks, std::memory_order_relaxed);
     uint64_t done = completed_.load(std::memory_order_relaxed);
     while (call > done && !completed_.compare_exchange_weak(done, call, std::memory_order_release,
                                                             std::memory_order_relaxed)) {

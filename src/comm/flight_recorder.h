@@ -88,11 +88,11 @@ class FlightRecorder {
   size_t capacity() const { return capacity_; }
 
   // ---- Recording (the hot path: inline, no lock, no allocation) ----
-  // A call numbered `seq` was issued; `running` when it starts at once (the NULL stream).
-  void issue(uint64_t seq, const CallShape& shape, bool running) {
+  // A call numbered `seq` was issued at `t`; `running` when it starts at once (the NULL
+  // stream). The C API passes the one reading of the clock it also gives CallProgress.
+  void issue(uint64_t seq, const CallShape& shape, bool running, uint64_t t = ticks()) {
     if (capacity_ == 0) return;
     Slot& s = slot(seq);
-    const uint64_t t = ticks();
     s.word.store(pack(seq, CallState::kWriting), std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     s.kind.store(shape.kind, std::memory_order_relaxed);
@@ -119,12 +119,12 @@ class FlightRecorder {
                                    std::memory_order_relaxed);
   }
   // A call ended: completed when `result` is loomSuccess, else failed with it.
-  void finish(uint64_t seq, loomResult_t result) {
+  void finish(uint64_t seq, loomResult_t result, uint64_t t = ticks()) {
     if (capacity_ == 0) return;
     Slot& s = slot(seq);
     uint64_t w = s.word.load(std::memory_order_relaxed);
     if (w != pack(seq, CallState::kRunning) && w != pack(seq, CallState::kIssued)) return;
-    s.ended.store(ticks(), std::memory_order_relaxed);
+    s.ended.store(t, std::memory_order_relaxed);
     s.error.store(static_cast<int32_t>(result), std::memory_order_relaxed);
     s.word.compare_exchange_strong(
         w, pack(seq, result == loomSuccess ? CallState::kCompleted : CallState::kFailed),
