@@ -111,6 +111,43 @@ TEST(HangReport, IdleRankIsNamedInEveryTimeout) {
   for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
 
+// Rank 3 gives up first (a shorter timeout) while setting up the AllGather's connections, after
+// finishing its side of the one rank 0 receives on. That side must stay: had it gone with rank
+// 3's failed setup, rank 0 would read it as rank 3's death. Every waiting rank times out on its
+// own instead, naming the rank that did not call.
+TEST(HangReport, ARankThatTimedOutInSetupDoesNotLookDead) {
+  constexpr int kRanks = 4, kIdle = 2, kFirst = 3;
+  loomUniqueId id = makeId();
+  std::vector<loomComm_t> comms(kRanks, nullptr);
+  runThreads(kRanks, [&](int rank) {
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.timeoutMs = rank == kFirst ? 1000 : 3000;
+    ASSERT_EQ(loomCommInitRankConfig(&comms[rank], kRanks, id, rank, &config), loomSuccess);
+  });
+  std::vector<loomResult_t> results(kRanks, loomSuccess);
+  std::vector<std::string> messages(kRanks);
+  runThreads(kRanks, [&](int rank) {
+    std::vector<float> data(1000, 1.0f);
+    ASSERT_EQ(loomAllReduce(data.data(), data.data(), data.size(), loomFloat32, loomSum,
+                            comms[rank], nullptr),
+              loomSuccess)
+        << loomGetLastError(comms[rank]);
+    if (rank == kIdle) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      return;
+    }
+    results[rank] = loomAllGather(data.data(), data.data(), 250, loomFloat32, comms[rank], nullptr);
+    messages[rank] = loomGetLastError(comms[rank]);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kIdle) continue;
+    EXPECT_EQ(results[r], loomTimeout) << "rank " << r << ": " << messages[r];
+    EXPECT_TRUE(contains(messages[r], "rank 2")) << "rank " << r << ": " << messages[r];
+    EXPECT_FALSE(contains(messages[r], "gone")) << "rank " << r << ": " << messages[r];
+  }
+  for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+}
+
 TEST(HangReport, ConnectionSetupWaitNamesTheCallAndThePeer) {
   // The end-of-epoch hang: rank 1 has run out of batches and enters a barrier (a one-byte
   // AllReduce, whose protocol needs connections no earlier call set up) while rank 0 is still

@@ -92,8 +92,10 @@ void validate(const Peers& comm, const std::vector<ConnectionRequest>& requests,
 // message from us why, so they fail now with our reason.
 class Batch {
  public:
-  Batch(Peers& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag)
-      : comm_(comm),
+  Batch(Peers& comm, const std::vector<ConnectionRequest>& requests, uint32_t batchTag,
+        Connections* leftover)
+      : leftover_(leftover),
+        comm_(comm),
         requests_(requests),
         batchTag_(batchTag),
         owed_(requests.size(), true),
@@ -115,6 +117,11 @@ class Batch {
       }
     } catch (const Error& e) {
       tellPeers(e);
+      if (leftover_ != nullptr) {
+        for (auto& p : pending_)
+          if (p) out_.unfinished.push_back(std::move(p));
+        *leftover_ = std::move(out_);
+      }
       throw;
     }
     return std::move(out_);
@@ -182,6 +189,7 @@ class Batch {
     }
   }
 
+  Connections* leftover_;
   Peers& comm_;
   const std::vector<ConnectionRequest>& requests_;
   const uint32_t batchTag_;
@@ -245,9 +253,9 @@ size_t pullThreshold() {
 }
 
 Connections connectAll(Peers& comm, const std::vector<ConnectionRequest>& requests,
-                       uint32_t batchTag) {
+                       uint32_t batchTag, Connections* leftover) {
   validate(comm, requests, batchTag);
-  return Batch(comm, requests, batchTag).run();
+  return Batch(comm, requests, batchTag, leftover).run();
 }
 
 }  // namespace loom::transport

@@ -50,6 +50,8 @@ struct Connections {
   std::vector<std::unique_ptr<RecvConnection>> recvs;
   std::vector<const char*> sendTransport;
   std::vector<const char*> recvTransport;
+  // Receive sides whose setup did not finish (only in what a failed batch leaves).
+  std::vector<std::unique_ptr<PendingRecv>> unfinished;
 };
 
 // The transports, in order of preference.
@@ -68,7 +70,10 @@ size_t pullThreshold();
 // named. `batchTag` (0 to kMaxBatchTag in tags.h) must differ between batches that may overlap; a
 // caller numbers them and wraps. Throws InvalidArgument for bad requests, RemoteError when a
 // peer failed its side (with its message), TimeoutError when a peer does not answer.
+// On failure, what the batch had made (connections, and receive sides a peer may have attached
+// to) goes to `leftover` when given: a peer whose side is complete must not see this rank's
+// side vanish, which reads as this rank's death, because this rank's own wait failed.
 Connections connectAll(Peers& peers, const std::vector<ConnectionRequest>& requests,
-                       uint32_t batchTag);
+                       uint32_t batchTag, Connections* leftover = nullptr);
 
 }  // namespace loom::transport

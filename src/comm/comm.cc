@@ -357,12 +357,13 @@ void Comm::connect(const std::vector<LinkRequest>& wanted) {
     std::exception_ptr failed;
     try {
       ScopedLogContext context(describe());
-      made = transport::connectAll(*this, requests, 0);
+      made = transport::connectAll(*this, requests, 0, &made);
     } catch (const Error& e) {
       failed = std::current_exception();
       lock.lock();
       connectFailure_ = e.code();
       connectFailureMessage_ = e.what();
+      failedSetups_.push_back(std::move(made));  // kept until the communicator goes
       lock.unlock();
     }
     lock.lock();
@@ -447,6 +448,7 @@ void Comm::releaseResources() {
   recvTable_.clear();
   sends_.clear();
   recvs_.clear();
+  failedSetups_.clear();
   bootstrap_.reset();
 }
 

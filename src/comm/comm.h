@@ -30,6 +30,10 @@
 // The C API's opaque handle type; every Comm is one.
 struct loomComm {};
 
+namespace loom::transport {
+struct Connections;  // transports/registry.h
+}  // namespace loom::transport
+
 namespace loom {
 
 class Comm;
@@ -246,6 +250,9 @@ class Comm final : public loomComm, public transport::Peers {
   // is made): every call looks its connections up, a map walk each cost more.
   std::vector<std::vector<transport::SendConnection*>> sendTable_;
   std::vector<std::vector<transport::RecvConnection*>> recvTable_;
+  // What failed setup batches had made (transport::connectAll's leftover), unused, kept with
+  // the connections: the peers' finished sides keep seeing this rank's side alive.
+  std::vector<transport::Connections> failedSetups_;
   template <typename T>
   std::vector<T*>& tableRow(std::vector<std::vector<T*>>& table, ConnectionKey key) {
     const size_t ch = static_cast<size_t>(key.wireId());

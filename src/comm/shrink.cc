@@ -34,6 +34,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/comm/comm.h"
+#include "transports/registry.h"
 
 namespace loom {
 namespace {
@@ -122,6 +123,7 @@ std::shared_ptr<Comm> Comm::shrink(const std::vector<int>& excludeList, int flag
       recvTable_.clear();
       sends_.clear();
       recvs_.clear();
+      failedSetups_.clear();
     }
     for (int i = kCommLayers - 1; i >= 0; --i)
       if (layers_[i]) layers_[i]->resume();
