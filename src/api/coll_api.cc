@@ -104,12 +104,11 @@ CallShape shapeOf(const CollOp& op, bool grouped) {
   return shape;
 }
 
-// A call's end, for the flight recorder and for the hang reports' progress (call_progress.h).
+// A call's end (Comm::finishCall). A device executor's calls end on their streams and it
+// records them there; here only their failures to be enqueued.
 void finishRecord(Comm& comm, uint64_t seq, loomResult_t result) {
-  // One reading of the clock for both: the NULL-stream call's latency pays for each.
-  const uint64_t now = FlightRecorder::ticks();
-  comm.flightRecorder().finish(seq, result, now);
-  if (result == loomSuccess) comm.calls().complete(seq, now);
+  if (result == loomSuccess && !executorOf(comm).hostStreams()) return;
+  comm.finishCall(seq, result);
 }
 
 // Runs `run` (which runs the calls `ops`) between the flight recorder's start and finish of
@@ -121,7 +120,7 @@ void recorded(std::vector<CollOp>& ops, Run&& run) {
   std::vector<std::pair<std::shared_ptr<Comm>, uint64_t>> calls;
   calls.reserve(ops.size());
   for (const CollOp& op : ops) {
-    op.comm->flightRecorder().start(op.seq);
+    if (executorOf(*op.comm).hostStreams()) op.comm->flightRecorder().start(op.seq);
     calls.emplace_back(op.comm, op.seq);
   }
   const auto finishAll = [&](loomResult_t result) {
@@ -232,7 +231,8 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
     const bool grouped = tlsGroup.depth > 0;
     const uint64_t now = FlightRecorder::ticks();
     if (recorder.enabled())
-      recorder.issue(op.seq, shapeOf(op, grouped), !grouped && stream == nullptr, now);
+      recorder.issue(op.seq, shapeOf(op, grouped), hostStreams && !grouped && stream == nullptr,
+                     now);
     comm.calls().issue(op.seq, collName(op.kind), op.count, static_cast<int>(op.type),
                        op.kind == CollKind::kSend || op.kind == CollKind::kRecv ? op.peer : op.root,
                        now);

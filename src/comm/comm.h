@@ -204,6 +204,13 @@ class Comm final : public loomComm, public transport::Peers {
   // on a remote error or timeout (markFailed); dumpFlightRecord writes a dump on demand.
   FlightRecorder& flightRecorder() { return recorder_; }
   void dumpFlightRecord(std::string_view reason) const { recorder_.dump(reason); }
+  // A call's end, for the flight recorder and the hang reports: when it returns (CPU), or when
+  // its device stream reaches its end (CUDA: the executor says so, not the enqueue).
+  void finishCall(uint64_t seq, loomResult_t result) {
+    const uint64_t now = FlightRecorder::ticks();  // one reading for both
+    recorder_.finish(seq, result, now);
+    if (result == loomSuccess) calls_.complete(seq, now);
+  }
 
  private:
   void initFromPeers(std::unique_ptr<AuthListener> listener, std::vector<SocketAddress> peers,

@@ -233,9 +233,16 @@ TEST(SimExecutor, CallsAreOrderedOnTheirStreamAndReturnAtOnce) {
   EXPECT_FALSE(rt.streamQuery(streams[0]));
   EXPECT_FALSE(rt.streamQuery(streams[1]));  // its call waits for rank 0's
   EXPECT_EQ(results[1][0], -1.0f);
+  // The hang reports and the flight record see the calls still in flight, not done at enqueue.
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(findComm(gpu[r])->calls().inFlight(nullptr), 1u) << r;
+    EXPECT_EQ(findComm(gpu[r])->calls().snapshot().completed, 0u) << r;
+  }
   release.set_value();
   for (int r = 0; r < kRanks; ++r) {
     rt.streamSynchronize(streams[r]);
+    EXPECT_EQ(findComm(gpu[r])->calls().inFlight(nullptr), 0u) << r;
+    EXPECT_EQ(findComm(gpu[r])->calls().snapshot().completed, 1u) << r;
     EXPECT_EQ(results[r][0], 3.0f);
     EXPECT_EQ(results[r][kCount - 1], 3.0f);
     rt.free(bufs[r]);

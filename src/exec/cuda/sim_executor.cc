@@ -78,6 +78,11 @@ void SimCudaExecutor::enqueue(std::vector<CollOp> ops) {
 void SimCudaExecutor::runWork(void* raw) {
   std::unique_ptr<Work> work(static_cast<Work*>(raw));
   std::vector<CollOp> ops = std::move(work->ops);
+  std::vector<std::pair<Comm*, uint64_t>> calls;  // the ops hold their communicators
+  for (const CollOp& op : ops) {
+    op.comm->flightRecorder().start(op.seq);  // the stream reached the call
+    calls.emplace_back(op.comm.get(), op.seq);
+  }
   std::string failure;
   loomResult_t code = loomSuccess;
   try {
@@ -98,6 +103,7 @@ void SimCudaExecutor::runWork(void* raw) {
       op.comm->markFailed(code);
     }
   }
+  for (const auto& [comm, seq] : calls) comm->finishCall(seq, code);
   for (SimCudaExecutor* executor : work->executors) executor->addInFlight(-1);
   ops.clear();
   if (!failure.empty()) throw CudaError(failure);
