@@ -74,6 +74,17 @@ void expectReceivedFrom(Ranks& ranks, int r, int from) {
   EXPECT_EQ(wrong, 0u) << "rank " << r << " from rank " << from;
 }
 
+// Rank r's send to the next rank and receive from the one before, on its stream.
+void postRingShift(Ranks& ranks, int r) {
+  const int n = static_cast<int>(ranks.comms.size());
+  ASSERT_EQ(
+      loomSend(ranks.send[r], kCount, loomFloat32, (r + 1) % n, ranks.comms[r], ranks.stream(r)),
+      loomSuccess);
+  ASSERT_EQ(loomRecv(ranks.recv[r], kCount, loomFloat32, (r + n - 1) % n, ranks.comms[r],
+                     ranks.stream(r)),
+            loomSuccess);
+}
+
 // Every rank sends to the next and receives from the one before, both in one group on its own
 // stream, from its own thread: 3 ranks (odd), messages bigger than a connection's buffer.
 TEST(SimGroup, SendAndReceiveOfARankRunTogether) {
@@ -82,12 +93,7 @@ TEST(SimGroup, SendAndReceiveOfARankRunTogether) {
   test::runThreads(n, [&](int r) {
     fill(ranks, r);
     ASSERT_EQ(loomGroupStart(), loomSuccess);
-    ASSERT_EQ(
-        loomSend(ranks.send[r], kCount, loomFloat32, (r + 1) % n, ranks.comms[r], ranks.stream(r)),
-        loomSuccess);
-    ASSERT_EQ(loomRecv(ranks.recv[r], kCount, loomFloat32, (r + n - 1) % n, ranks.comms[r],
-                       ranks.stream(r)),
-              loomSuccess);
+    postRingShift(ranks, r);
     ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(ranks.comms[r]);
     expectReceivedFrom(ranks, r, (r + n - 1) % n);
   });
@@ -106,14 +112,7 @@ TEST(SimGroup, OneThreadDrivesEveryRankAndTheStreamsWaitForTheGroup) {
   rt.launchHostFunc(
       ranks.streams[0], [](void* g) { static_cast<std::shared_future<void>*>(g)->wait(); }, &gate);
   ASSERT_EQ(loomGroupStart(), loomSuccess);
-  for (int r = 0; r < n; ++r) {
-    ASSERT_EQ(
-        loomSend(ranks.send[r], kCount, loomFloat32, (r + 1) % n, ranks.comms[r], ranks.stream(r)),
-        loomSuccess);
-    ASSERT_EQ(loomRecv(ranks.recv[r], kCount, loomFloat32, (r + n - 1) % n, ranks.comms[r],
-                       ranks.stream(r)),
-              loomSuccess);
-  }
+  for (int r = 0; r < n; ++r) postRingShift(ranks, r);
   ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
   // Queued after the group: rank 3 copies what it received.
   std::vector<float> seen(kCount, -1.0f);

@@ -139,10 +139,12 @@ if(Python3_FOUND)
   # --device cuda on loom's simulated devices (LOOM_CUDA_SIM=1: a test double of CUDA on the
   # CPU, so these check results, never speed): buffers, streams and event timing through the
   # device-runtime seam. 4 ranks as threads on 2 devices (two ranks per device); 2 processes of
-  # 2 ranks sharing one device; -g 2 groups with every type and op.
+  # 2 ranks sharing one device; -g 2 groups with every type and op. sendrecv, gather and
+  # scatter are loomSend/loomRecv in a group, which runs once on its streams.
   set(loom_perf_cuda_sim_env "LOOM_SOCKET_IFNAME=lo;LOOM_TIMEOUT=60;LOOM_CUDA_SIM=1")
   set(loom_perf_cuda_sim_tests)
-  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce alltoall)
+  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather
+      scatter)
     add_test(NAME perf_cuda_sim_threads_${coll}
       COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 4 --json
         -- $<TARGET_FILE:${coll}_perf> --device cuda ${loom_perf_small})
@@ -160,16 +162,6 @@ if(Python3_FOUND)
       -- $<TARGET_FILE:all_reduce_perf> --device cuda -g 2 -d all -o all -b 4 -e 4K -f 8 -w 1 -n 1)
   set_tests_properties(perf_cuda_sim_groups_all_types_ops PROPERTIES
     ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
-  # The collectives nccl-tests builds from send/recv in a group: each group runs once on its
-  # streams. Threads of one process (-t 2, two devices) and one thread driving two ranks (-g 2).
-  foreach(coll sendrecv gather scatter)
-    add_test(NAME perf_cuda_sim_threads_${coll}
-      COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 4 --json
-        -- $<TARGET_FILE:${coll}_perf> --device cuda ${loom_perf_small})
-    set_tests_properties(perf_cuda_sim_threads_${coll} PROPERTIES
-      ENVIRONMENT "${loom_perf_cuda_sim_env};LOOM_CUDA_SIM_DEVICES=2")
-    list(APPEND loom_perf_cuda_sim_tests perf_cuda_sim_threads_${coll})
-  endforeach()
   add_test(NAME perf_cuda_sim_groups_sendrecv
     COMMAND ${Python3_EXECUTABLE} ${loom_perf_check} --mode threads --ranks 2
       -- $<TARGET_FILE:sendrecv_perf> --device cuda -g 2 -b 4 -e 1M -f 16 -w 1 -n 2)
