@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <string>
@@ -110,6 +111,10 @@ PlannerState::PlannerState(const Comm& comm)
   const algo::DoublingPlace d = algo::doublingPlace(nranks_, 0);
   doublingSteps_ = d.rounds + (d.pow2 < nranks_ ? 2 : 0);
   networkOnly_ = onlyNetworkLinks(comm, layout_);
+  const std::vector<RankInfo>& infos = comm.rankInfos();
+  const bool oneProcess = std::all_of(infos.begin(), infos.end(),
+                                      [&](const RankInfo& r) { return r.pid == infos[0].pid; });
+  processesShareMemory_ = nranks_ >= 2 && layout_.nodes() == 1 && !networkOnly_ && !oneProcess;
   if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) treeThreshold_ = envInt(EnvVar::LOOM_TREE_THRESHOLD);
   if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) llThreshold_ = envInt(EnvVar::LOOM_LL_THRESHOLD);
   LOOM_ENFORCE(treeThreshold_ >= -1 && llThreshold_ >= -1, InvalidArgument,

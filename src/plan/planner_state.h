@@ -42,6 +42,11 @@ class PlannerState final : public CommLayerState {
   // Every pair of ranks talks over the network (each on its own host, or shared memory off):
   // no step can be pulled with CMA.
   bool networkOnly() const { return networkOnly_; }
+  // Every rank is on this host, not all in one process, and they share memory (shm): a step
+  // between processes is copied into a slot and out again, a hand-over in memory cheap enough
+  // to cut a step into pieces that pipeline (planner.cc's exchange). Threads of one process
+  // read each other's buffers in one copy instead, and pieces only add hand-overs there.
+  bool processesShareMemory() const { return processesShareMemory_; }
 
  private:
   PlanChoice decide(CollKind kind, size_t bytes) const;
@@ -72,6 +77,7 @@ class PlannerState final : public CommLayerState {
   size_t doublingMaxBytes_ = 0;
   int doublingSteps_ = 0;
   bool networkOnly_ = false;
+  bool processesShareMemory_ = false;
   bool oversubscribed_ = false;
   // LOOM_STREAM_STORE_THRESHOLD, default 4 MiB. A slot of a large call is read by the peer after
   // it left the writer's L2, and a line served from another core's cache can be slower than
