@@ -52,6 +52,17 @@ bool onlyNetworkLinks(const Comm& comm, const tune::NodeLayout& layout) {
   return false;
 }
 
+// The last-level cache of this host's CPUs in bytes (L3, else L2), 0 where it is not known.
+size_t lastLevelCacheBytes() {
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long bytes = sysconf(name);
+    if (bytes > 0) return static_cast<size_t>(bytes);
+  }
+  return 0;
+}
+
+constexpr size_t kMinStreamStoreBytes = size_t{4} << 20;
+
 constexpr uint64_t kBytesLimit = (uint64_t{1} << 48) - 2;  // larger calls skip the cache
 
 uint64_t pack(CollKind kind, size_t bytes, PlanChoice c) {
@@ -100,6 +111,15 @@ PlannerState::PlannerState(const Comm& comm)
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const size_t hostRanks = layout_.ranks[layout_.nodeOf[comm.rank()]].size();
   oversubscribed_ = cpus > 0 && hostRanks > static_cast<size_t>(cpus);
+  if (envIsSet(EnvVar::LOOM_STREAM_STORE_THRESHOLD)) {
+    const int64_t stream = envInt(EnvVar::LOOM_STREAM_STORE_THRESHOLD);
+    LOOM_ENFORCE(stream >= 0, InvalidArgument, "LOOM_STREAM_STORE_THRESHOLD=", stream,
+                 " must be a size in bytes (>= 0; 0: never)");
+    streamStoreMinBytes_ = static_cast<size_t>(stream);
+  } else {
+    streamStoreMinBytes_ = std::max(kMinStreamStoreBytes,
+                                    lastLevelCacheBytes() / (3 * std::max<size_t>(1, hostRanks)));
+  }
   const int64_t exchange = envInt(EnvVar::LOOM_EXCHANGE_THRESHOLD);
   LOOM_ENFORCE(exchange >= 0, InvalidArgument, "LOOM_EXCHANGE_THRESHOLD=", exchange,
                " must be a size in bytes (>= 0)");

@@ -2,9 +2,12 @@
 // for large calls and Simple for small ones (which the defaults never pick), and the double
 // binary tree for large AllReduces and 2 ranks (which the default never picks).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "src/comm/comm.h"
@@ -149,6 +152,29 @@ TEST(ForcedChoices, OverridesIgnoreCase) {
   m.counts = {1, 1000};
   m.salt = 901;
   checkMatrix(3, Transport::kDefault, m);
+}
+
+// Streaming stores start where a call's working set (about 3x its bytes per rank on the host)
+// outgrows the last-level cache, never below 4 MiB; LOOM_STREAM_STORE_THRESHOLD overrides.
+// Threads of one process read each other's buffers directly, so the exchange between them is
+// one step, not pieces.
+TEST(DefaultChoice, StreamStoresWhereTheCallOutgrowsTheCache) {
+  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const size_t expected = std::max<size_t>(size_t{4} << 20, cache > 0 ? cache / 6 : 0);
+  {
+    CommSet pair(2);
+    ASSERT_TRUE(pair.ok());
+    const PlannerState& state = plannerState(*findComm(pair[0]));
+    EXPECT_EQ(state.streamStoreMinBytes(), expected) << "last-level cache " << cache;
+    EXPECT_FALSE(state.processesShareMemory());
+  }
+  for (const char* value : {"0", "12345"}) {
+    test::ScopedEnv env("LOOM_STREAM_STORE_THRESHOLD", value);
+    CommSet pair(2);
+    ASSERT_TRUE(pair.ok());
+    EXPECT_EQ(plannerState(*findComm(pair[0])).streamStoreMinBytes(), std::stoul(value));
+  }
 }
 
 // The communicator reads its overrides once, at init: a value it does not know fails init

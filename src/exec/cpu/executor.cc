@@ -7,7 +7,6 @@
 #include <set>
 #include <thread>
 
-#include "src/base/env.h"
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/comm/comm.h"
@@ -385,12 +384,8 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
 CpuExecutor::CpuExecutor(const Comm& comm)
     : pullPolicy_(PullPolicy::fromEnv(plannerState(comm).oversubscribed(),
                                       plannerState(comm).networkOnly(),
-                                      plannerState(comm).slotBytes())) {
-  const int64_t stream = envInt(EnvVar::LOOM_STREAM_STORE_THRESHOLD);
-  LOOM_ENFORCE(stream >= 0, InvalidArgument, "LOOM_STREAM_STORE_THRESHOLD=", stream,
-               " must be a size in bytes (>= 0; 0: never)");
-  streamMinBytes_ = static_cast<size_t>(stream);
-}
+                                      plannerState(comm).slotBytes())),
+      streamMinBytes_(plannerState(comm).streamStoreMinBytes()) {}
 
 void CpuExecutor::runOne(CollOp&& op) {
   if (runExchangeNow(op)) return;
