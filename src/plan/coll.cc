@@ -60,6 +60,21 @@ std::string describeCall(const CollOp& op) {
   return out + ")";
 }
 
+namespace {
+
+// Blocks, one per rank, in the larger of a rank's buffers.
+size_t blocksPerBuffer(const CollOp& op) {
+  const bool perRank = op.kind == CollKind::kAllGather || op.kind == CollKind::kReduceScatter ||
+                       op.kind == CollKind::kAlltoAll;
+  return perRank ? static_cast<size_t>(op.comm->nranks()) : 1;
+}
+
+}  // namespace
+
+size_t largestBufferBytes(const CollOp& op) {
+  return op.count * dataTypeSize(op.type) * blocksPerBuffer(op);
+}
+
 void validateCollOp(const CollOp& op, loomRedOp_t userOp) {
   const char* name = collName(op.kind);
   Comm& c = *op.comm;
@@ -91,10 +106,7 @@ void validateCollOp(const CollOp& op, loomRedOp_t userOp) {
   }
   // Whole-buffer sizes must fit in size_t.
   const size_t elem = dataTypeSize(op.type);
-  size_t blocks = (op.kind == CollKind::kAllGather || op.kind == CollKind::kReduceScatter ||
-                   op.kind == CollKind::kAlltoAll)
-                      ? static_cast<size_t>(n)
-                      : 1;
+  const size_t blocks = blocksPerBuffer(op);
   LOOM_ENFORCE(op.count <= std::numeric_limits<size_t>::max() / elem / blocks, InvalidArgument,
                name, ": count ", op.count, " makes the buffers larger than memory can be");
   if (op.count == 0) return;

@@ -61,6 +61,11 @@ struct CollOp {
 // count > 0); throws InvalidArgument with a message naming the argument and its value.
 void validateCollOp(const CollOp& op, loomRedOp_t userOp);
 
+// The larger of this rank's input and output buffers in bytes: count x the datatype's size,
+// times the rank count where one side holds a block per rank (AllGather's output,
+// ReduceScatter's input, both of AlltoAll's). Assumes validateCollOp passed (no overflow).
+size_t largestBufferBytes(const CollOp& op);
+
 // What every rank must agree on for a collective (kind, count, datatype, op, root), hashed to
 // 32 bits and stamped on every slot it sends; 0 for point-to-point, where only sizes must match.
 // Per-rank values (buffers, a PreMulSum's scalar) are left out.

@@ -39,8 +39,9 @@ class PlannerState final : public CommLayerState {
   // More ranks on this rank's host than the host has CPUs online: waiting ranks should yield
   // their CPU at once instead of spinning (executor.cc's Backoff).
   bool oversubscribed() const { return oversubscribed_; }
-  // Host calls of at least this many bytes per rank write their output and the peers' slots
-  // with non-temporal stores; 0: never (LOOM_STREAM_STORE_THRESHOLD, below).
+  // Host calls whose larger buffer (largestBufferBytes, coll.h) holds at least this many bytes
+  // write their output and the peers' slots with non-temporal stores; 0: never
+  // (LOOM_STREAM_STORE_THRESHOLD, below).
   size_t streamStoreMinBytes() const { return streamStoreMinBytes_; }
   // Every pair of ranks talks over the network (each on its own host, or shared memory off):
   // no step can be pulled with CMA.
@@ -86,10 +87,10 @@ class PlannerState final : public CommLayerState {
   // writer's L2, and a line served from another core's cache can be slower than one from
   // memory; with streaming stores the output's lines are not read before being overwritten
   // either. But while a call's working set (its input, output and the slots it fills: about 3x
-  // its size per rank on the host) fits in the last-level cache, plain stores keep it there
-  // and streaming loses. Default: that cache's size / (3 x ranks on this host), at least 4 MiB
-  // (also the value where the cache size is unknown): 43 MiB for 2 ranks and a 260 MiB L3,
-  // 5.3 MiB for a 32 MiB one (docs/performance.md).
+  // its larger buffer, per rank on the host) fits in the last-level cache, plain stores keep it
+  // there and streaming loses. Default: that cache's size / (3 x ranks on this host), at least 4
+  // MiB (also the value where the cache size is unknown): 43 MiB for 2 ranks and a 260 MiB L3, 5.3
+  // MiB for a 32 MiB one (docs/performance.md).
   size_t streamStoreMinBytes_ = 0;
   size_t slotBytes_ = 0;
   // Direct-mapped: each word packs (bytes + 1, kind, algorithm, protocol), so a reader sees a

@@ -316,7 +316,7 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
   flags.assign(ops.size(), CpuCallFlags{});
   for (size_t i = 0; i < ops.size(); ++i) {
     CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
-    flags[i].streamStores = executor.streamsStores(ops[i].count * dataTypeSize(ops[i].type));
+    flags[i].streamStores = executor.streamsStores(largestBufferBytes(ops[i]));
     if (ops.size() > 1) flags[i].mayPull = executor.pullPolicy().pullsAlways();
   }
   bool anySelf = false;
