@@ -118,7 +118,7 @@ PlannerState::PlannerState(const Comm& comm)
     streamStoreMinBytes_ = static_cast<size_t>(stream);
   } else {
     streamStoreMinBytes_ = std::max(kMinStreamStoreBytes,
-                                    lastLevelCacheBytes() / (3 * std::max<size_t>(1, hostRanks)));
+                                    lastLevelCacheBytes() / (6 * std::max<size_t>(1, hostRanks)));
   }
   const int64_t exchange = envInt(EnvVar::LOOM_EXCHANGE_THRESHOLD);
   LOOM_ENFORCE(exchange >= 0, InvalidArgument, "LOOM_EXCHANGE_THRESHOLD=", exchange,

@@ -86,11 +86,12 @@ class PlannerState final : public CommLayerState {
   // LOOM_STREAM_STORE_THRESHOLD. A slot of a large call is read by the peer after it left the
   // writer's L2, and a line served from another core's cache can be slower than one from
   // memory; with streaming stores the output's lines are not read before being overwritten
-  // either. But while a call's working set (its input, output and the slots it fills: about 3x
-  // its larger buffer, per rank on the host) fits in the last-level cache, plain stores keep it
-  // there and streaming loses. Default: that cache's size / (3 x ranks on this host), at least 4
-  // MiB (also the value where the cache size is unknown): 43 MiB for 2 ranks and a 260 MiB L3, 5.3
-  // MiB for a 32 MiB one (docs/performance.md).
+  // either. But while a call's working set fits in the last-level cache, plain stores keep it
+  // there and streaming loses. That set is about 6x the call's larger buffer per rank on the
+  // host (input, output, the slots it writes and those it reads, and the cache is shared with
+  // whatever else runs). Default: the cache's size / (6 x ranks on this host), at least 4 MiB
+  // (also where the size is unknown): 21.7 MiB for 2 ranks and a 260 MiB L3, 10.8 MiB for 4,
+  // 4 MiB for a 32 MiB L3 (docs/performance.md).
   size_t streamStoreMinBytes_ = 0;
   size_t slotBytes_ = 0;
   // Direct-mapped: each word packs (bytes + 1, kind, algorithm, protocol), so a reader sees a
