@@ -155,8 +155,7 @@ TEST(ForcedChoices, OverridesIgnoreCase) {
 }
 
 // Streaming stores start where a call's working set (about 6x its larger buffer per rank on the
-// host)
-// outgrows the last-level cache, never below 4 MiB; LOOM_STREAM_STORE_THRESHOLD overrides.
+// host) outgrows the last-level cache, never below 4 MiB; LOOM_STREAM_STORE_THRESHOLD overrides.
 // Threads of one process read each other's buffers directly, so the exchange between them is
 // one step, not pieces.
 TEST(DefaultChoice, StreamStoresWhereTheCallOutgrowsTheCache) {
