@@ -24,10 +24,19 @@ add_executable(loom_cuda_sim_tests
   ${CMAKE_CURRENT_LIST_DIR}/sim_executor_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/sim_group_test.cc
   ${PROJECT_SOURCE_DIR}/tests/test_util.cc)
-target_link_libraries(loom_cuda_sim_tests PRIVATE loom_static GTest::gtest)
+target_link_libraries(loom_cuda_sim_tests PRIVATE loom_gpu_cases GTest::gtest)
 target_compile_options(loom_cuda_sim_tests PRIVATE ${loom_warnings})
 target_compile_definitions(loom_cuda_sim_tests PRIVATE
   LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>"
   LOOM_TOPO_FIXTURES="${PROJECT_SOURCE_DIR}/tests/topo/fixtures")
 gtest_discover_tests(loom_cuda_sim_tests
   PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 120 DISCOVERY_TIMEOUT 60)
+
+# The prepared GPU check's dry run (tools/gpu_check.sh): its phases that need no GPU, under
+# the simulated runtime, so the script and loom_gpu_check stay working between GPU loans.
+if(TARGET loom_gpu_check)
+  add_test(NAME gpu_check_dry_run
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tools/gpu_check.sh --dry-run ${CMAKE_BINARY_DIR})
+  set_tests_properties(gpu_check_dry_run PROPERTIES
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 300)
+endif()

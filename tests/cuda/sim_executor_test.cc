@@ -5,9 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <future>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,119 +16,20 @@
 #include "src/comm/comm_registry.h"
 #include "src/cuda/runtime.h"
 #include "tests/test_util.h"
+#include "tools/gpu_check/coll_cases.h"
 
 namespace loom {
 namespace {
 
 using test::contains;
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAlltoAll };
-
-struct Case {
-  Coll coll;
-  loomDataType_t type;
-  loomRedOp_t op;
-  size_t count;
-  bool inPlace;
-};
-
-size_t typeSize(loomDataType_t t) { return t == loomBfloat16 ? 2 : t == loomFloat64 ? 8 : 4; }
-
-// Bytes of a rank's send and receive buffers for the call (NCCL's sizes; in place, the
-// send buffer lies inside the receive buffer and is not allocated on its own).
-std::pair<size_t, size_t> bufferBytes(const Case& c, int n) {
-  const size_t b = c.count * typeSize(c.type);
-  switch (c.coll) {
-    case Coll::kAllGather:
-      return {b, b * n};
-    case Coll::kReduceScatter:
-      return {b * n, b};
-    case Coll::kAlltoAll:
-      return {b * n, b * n};
-    default:
-      return {b, b};
-  }
-}
-
-// Runs the case on one rank: `send`, `recv` are that rank's buffers (recv poisoned), laid out
-// as bufferBytes says; in place uses NCCL's offsets into recv.
-loomResult_t call(const Case& c, char* send, char* recv, int rank, loomComm_t comm, void* stream) {
-  auto s = static_cast<loomStream_t>(stream);
-  const size_t b = c.count * typeSize(c.type);
-  switch (c.coll) {
-    case Coll::kAllReduce:
-      return loomAllReduce(c.inPlace ? recv : send, recv, c.count, c.type, c.op, comm, s);
-    case Coll::kAllGather:
-      return loomAllGather(c.inPlace ? recv + rank * b : send, recv, c.count, c.type, comm, s);
-    case Coll::kReduceScatter:
-      return loomReduceScatter(c.inPlace ? recv : send, c.inPlace ? recv + rank * b : recv, c.count,
-                               c.type, c.op, comm, s);
-    case Coll::kBroadcast:
-      return loomBroadcast(c.inPlace ? recv : send, recv, c.count, c.type, 0, comm, s);
-    case Coll::kReduce:
-      return loomReduce(c.inPlace ? recv : send, recv, c.count, c.type, c.op, 0, comm, s);
-    case Coll::kAlltoAll:
-      return loomAlltoAll(send, recv, c.count, c.type, comm, s);
-  }
-  return loomInternalError;
-}
-
-std::vector<Case> matrix() {
-  std::vector<Case> cases;
-  const loomDataType_t types[] = {loomFloat32, loomBfloat16, loomInt32, loomFloat64};
-  const loomRedOp_t ops[] = {loomSum, loomMax, loomProd};
-  for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
-                    Coll::kReduce, Coll::kAlltoAll}) {
-    const bool reduces =
-        coll == Coll::kAllReduce || coll == Coll::kReduceScatter || coll == Coll::kReduce;
-    for (loomDataType_t type : types)
-      for (loomRedOp_t op : ops) {
-        if (!reduces && op != loomSum) continue;
-        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}})
-          for (bool inPlace : {false, true}) {
-            if (coll == Coll::kAlltoAll && inPlace) continue;
-            cases.push_back({coll, type, op, count, inPlace});
-          }
-      }
-  }
-  return cases;
-}
-
-// The rank's input (and in place, the whole receive buffer) for case `k`: random bytes, the
-// same for both communicators. Floats keep to small integers so sums and products stay finite.
-std::vector<char> input(const Case& c, size_t bytes, int rank, size_t k) {
-  std::mt19937 gen(static_cast<unsigned>(k * 131 + rank));
-  std::vector<char> out(bytes);
-  const size_t elems = bytes / typeSize(c.type);
-  for (size_t i = 0; i < elems; ++i) {
-    const int v = static_cast<int>(gen() % 7) - 3;
-    char* at = out.data() + i * typeSize(c.type);
-    if (c.type == loomFloat32) {
-      const float f = static_cast<float>(v) * 0.5f;
-      std::memcpy(at, &f, 4);
-    } else if (c.type == loomFloat64) {
-      const double d = v * 0.25;
-      std::memcpy(at, &d, 8);
-    } else if (c.type == loomInt32) {
-      const int32_t x = v * 1000 + static_cast<int32_t>(gen() % 1000);
-      std::memcpy(at, &x, 4);
-    } else {  // bfloat16: the top half of the float
-      const float f = static_cast<float>(v) * 0.5f;
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      const uint16_t h = static_cast<uint16_t>(u >> 16);
-      std::memcpy(at, &h, 2);
-    }
-  }
-  return out;
-}
-
-// `devices[r]` is rank r's simulated GPU (all on GPU 0 when empty); `ring`, when not empty,
-// the ring order the CUDA communicators must have chosen.
+// Every collective x type x op (tools/gpu_check/coll_cases.h: counts 0, 1, 7, 4097, in and out
+// of place, poisoned outputs) on CUDA communicators and on CPU communicators with the same
+// inputs, compared bit for bit. `devices[r]` is rank r's simulated GPU (all on GPU 0 when
+// empty); `ring`, when not empty, the ring order the CUDA communicators must have chosen.
 void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices = {},
                         const std::vector<int>& ring = {}) {
   test::ScopedEnv protoEnv("LOOM_PROTO", proto);
-  cuda::DeviceRuntime& rt = cuda::deviceRuntime();
   std::vector<loomComm_t> cpu(nranks), gpu(nranks);
   if (devices.empty()) devices.assign(nranks, 0);
   ASSERT_EQ(loomCommInitAll(cpu.data(), nranks, nullptr), loomSuccess);
@@ -139,40 +38,14 @@ void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices 
   if (!ring.empty()) {
     for (int r = 0; r < nranks; ++r) EXPECT_EQ(findComm(gpu[r])->ringOrder(), ring) << r;
   }
-  const std::vector<Case> cases = matrix();
+  const std::vector<gpucheck::CollCase> cases = gpucheck::collCases({0, 1, 7, 4097}, {}, true);
+  ASSERT_GT(cases.size(), 1000u);
+  std::vector<int> failures(nranks);
   test::runThreads(nranks, [&](int r) {
-    rt.setDevice(devices[r]);  // this thread's current device, as in CUDA
-    void* stream = rt.streamCreate();
-    for (size_t k = 0; k < cases.size(); ++k) {
-      const Case& c = cases[k];
-      auto [sendBytes, recvBytes] = bufferBytes(c, nranks);
-      if (c.inPlace) recvBytes = std::max(sendBytes, recvBytes);  // send lies inside recv
-      const std::vector<char> in = input(c, c.inPlace ? recvBytes : sendBytes, r, k);
-      // CPU communicator, host buffers.
-      std::vector<char> hostSend(c.inPlace ? 0 : sendBytes), hostRecv(recvBytes, '\x5a');
-      if (!in.empty()) {  // count 0: no bytes, and memcpy takes no null pointer
-        std::memcpy(c.inPlace ? hostRecv.data() : hostSend.data(), in.data(), in.size());
-      }
-      ASSERT_EQ(call(c, hostSend.data(), hostRecv.data(), r, cpu[r], nullptr), loomSuccess)
-          << k << ": " << loomGetLastError(nullptr);
-      // CUDA communicator, device buffers filled and read back on its stream.
-      char* devSend = static_cast<char*>(rt.malloc(std::max<size_t>(sendBytes, 1)));
-      char* devRecv = static_cast<char*>(rt.malloc(std::max<size_t>(recvBytes, 1)));
-      rt.memsetAsync(devRecv, 0x5a, recvBytes, stream);
-      rt.memcpyAsync(c.inPlace ? devRecv : devSend, in.data(), in.size(), stream);
-      ASSERT_EQ(call(c, devSend, devRecv, r, gpu[r], stream), loomSuccess)
-          << k << ": " << loomGetLastError(nullptr);
-      std::vector<char> out(recvBytes);
-      rt.memcpyAsync(out.data(), devRecv, recvBytes, stream);
-      rt.streamSynchronize(stream);
-      rt.free(devSend);
-      rt.free(devRecv);
-      EXPECT_EQ(out, hostRecv) << "case " << k << " rank " << r << " coll "
-                               << static_cast<int>(c.coll) << " type " << c.type << " op " << c.op
-                               << " count " << c.count << " inPlace " << c.inPlace;
-    }
-    rt.streamDestroy(stream);
+    failures[r] = gpucheck::runRankCases(cases, r, nranks, cpu[r], gpu[r], "sim");
   });
+  for (int r = 0; r < nranks; ++r)
+    EXPECT_EQ(failures[r], 0) << "rank " << r << "; first failure: " << gpucheck::firstFailure();
   for (loomComm_t c : cpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
