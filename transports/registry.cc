@@ -129,8 +129,10 @@ class Batch {
 
  private:
   SetupContext context(const ConnectionRequest& r) {
-    return SetupContext{comm_,     r.peer,     r.channel,
-                        batchTag_, r.protocol, r.slotBytes != 0 ? r.slotBytes : slotBytesFromEnv()};
+    SetupContext ctx{comm_,     r.peer,     r.channel,
+                     batchTag_, r.protocol, r.slotBytes != 0 ? r.slotBytes : slotBytesFromEnv()};
+    ctx.device = comm_.rankInfo(comm_.rank()).device;
+    return ctx;
   }
   Transport& transportFor(int peer) {
     return selectTransport(

@@ -26,8 +26,8 @@
 #include <memory>
 #include <string>
 
-#include "src/mem/region_registry.h"
 #include "src/kernels/connection_view.h"
+#include "src/mem/region_registry.h"
 #include "transports/wait.h"
 
 namespace loom::transport {
@@ -117,6 +117,9 @@ class SendConnection {
   // after tryAcquire() found it free, instead of filling the returned slot and post(). Without
   // a view the slot tryAcquire() returns is the step's memory, so this is post().
   virtual void postWritten(size_t bytes, uint32_t tag) { post(bytes, tag); }
+  // Steps were posted through view() without this object (a device program writes the ring's
+  // counters itself): take the counters from the shared ring again before the next use.
+  virtual void resync() {}
 };
 
 class RecvConnection {
@@ -149,6 +152,8 @@ class RecvConnection {
   virtual const void* tryReceiveInView(size_t* bytes, uint32_t* tag = nullptr) {
     return tryReceive(bytes, tag);
   }
+  // As SendConnection::resync.
+  virtual void resync() {}
 };
 
 }  // namespace loom::transport

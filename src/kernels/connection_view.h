@@ -53,10 +53,29 @@ struct LLRingView {
   const uint64_t* step = nullptr;
 };
 
+// A Simple ring (transports/shm/ring_control.h): nslots slots of slotBytes at `slots`, step s
+// in slot s % nslots. The sender writes the slot, then words[s % nslots] (the byte count, with
+// the call's tag in the upper 32 bits) and zeroes direct/region there (the data is in the
+// slot), then publishes tail = s + 1 with release; the receiver reads tail with acquire, then
+// the slot, and publishes head = s + 1 with release once it has read it. Each side writes only
+// its own counter, so its value is also that side's next step: no private copy is needed,
+// and a kernel resumes where the last call left off.
+struct SimpleRingView {
+  uint8_t* slots = nullptr;
+  uint64_t slotBytes = 0;
+  uint32_t nslots = 0;
+  uint64_t* tail = nullptr;    // written by the sender only
+  uint64_t* head = nullptr;    // written by the receiver only
+  uint64_t* words = nullptr;   // nslots: bytes | tag << 32
+  uint64_t* direct = nullptr;  // nslots: 0 when the step is in its slot
+  uint64_t* region = nullptr;  // nslots: 0 when the step is in its slot
+};
+
 struct ConnectionView {
   Protocol protocol = Protocol::kSimple;
   MemoryKind memory = MemoryKind::kHost;
-  LLRingView ll;  // protocol == kLL
+  LLRingView ll;          // protocol == kLL
+  SimpleRingView simple;  // protocol == kSimple, a memory transport
 };
 
 }  // namespace loom::transport

@@ -55,7 +55,25 @@ struct RingView {
   size_t slotBytes;
 
   uint8_t* slot(uint64_t step) const { return data + (step % kSlots) * slotBytes; }
+
+  // The plain view of the ring (connection_view.h). The counters are std::atomic<uint64_t>,
+  // lock-free and laid out as a uint64_t (static_assert below), so code that cannot use
+  // std::atomic (a kernel) reads and writes them as plain words with its own ordering.
+  ConnectionView view() const {
+    ConnectionView v;
+    v.protocol = Protocol::kSimple;
+    v.simple.slots = data;
+    v.simple.slotBytes = slotBytes;
+    v.simple.nslots = kSlots;
+    v.simple.tail = reinterpret_cast<uint64_t*>(&control->tail);
+    v.simple.head = reinterpret_cast<uint64_t*>(&control->head);
+    v.simple.words = control->bytes;
+    v.simple.direct = control->direct;
+    v.simple.region = control->region;
+    return v;
+  }
 };
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 
 class ShmSendConnection final : public SendConnection {
  public:
@@ -132,6 +150,11 @@ class ShmSendConnection final : public SendConnection {
   bool progress() override { return false; }  // posting already made the data visible
   size_t slotBytes() const override { return ring_.slotBytes; }
   void checkPeer() const override { shm::checkPeerHolds(segment_, peer_); }
+  const ConnectionView* view() const override { return &view_; }
+  void resync() override {
+    tail_ = ring_.control->tail.load(std::memory_order_acquire);
+    head_ = ring_.control->head.load(std::memory_order_acquire);
+  }
 
  private:
   // Whether the step goes as (region, offset): it lies in a host region, and the receiver maps
@@ -155,6 +178,7 @@ class ShmSendConnection final : public SendConnection {
 
   shm::ShmSegment segment_;
   RingView ring_;
+  ConnectionView view_ = ring_.view();
   int peer_;
   shm::DirectMode direct_;
   size_t cmaMin_;                    // smallest step pulled with CMA
@@ -233,6 +257,11 @@ class ShmRecvConnection final : public RecvConnection {
   bool progress() override { return false; }
   size_t slotBytes() const override { return ring_.slotBytes; }
   void checkPeer() const override { shm::checkPeerHolds(segment_, peer_); }
+  const ConnectionView* view() const override { return &view_; }
+  void resync() override {
+    head_ = ring_.control->head.load(std::memory_order_acquire);
+    tail_ = ring_.control->tail.load(std::memory_order_acquire);
+  }
 
  private:
   // A registered step: read in place from our mapping of the sender's region. The mapping of
@@ -250,6 +279,7 @@ class ShmRecvConnection final : public RecvConnection {
 
   shm::ShmSegment segment_;
   RingView ring_;
+  ConnectionView view_ = ring_.view();
   int peer_;
   shm::DirectMode direct_;
   int32_t senderPid_;
@@ -358,7 +388,10 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
   shm::ShmSegment segment = shm::ShmSegment::attach(b.segment, b.segmentBytes, ctx.peer);
   ShmAck a;
   a.marked = segment.marked() ? 1 : 0;
-  const shm::DirectMode direct = shm::chooseDirectMode(b.receiver);
+  // A CUDA communicator's steps lie in device memory, which neither a host reader in this
+  // process nor CMA reaches: they all go through the slots.
+  const shm::DirectMode direct =
+      ctx.device >= 0 ? shm::DirectMode::kNone : shm::chooseDirectMode(b.receiver);
   a.directMode = static_cast<uint8_t>(direct);
   a.sender = shm::thisProcess();
   toBlob(a, ack);
