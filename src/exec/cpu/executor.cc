@@ -99,6 +99,59 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch);
 
 }  // namespace
 
+void connectComms(const std::map<Comm*, std::vector<LinkRequest>>& wanted) {
+  if (wanted.size() == 1) {
+    wanted.begin()->first->connect(wanted.begin()->second);
+    return;
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(wanted.size());
+  size_t i = 0;
+  for (const auto& [comm, keys] : wanted) {
+    threads.emplace_back([&, comm = comm, keys = &keys, i] {
+      try {
+        comm->connect(*keys);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+    ++i;
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void planSelfCopies(const std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies) {
+  std::map<Comm*, std::vector<const CollOp*>> selfSends, selfRecvs;
+  for (const CollOp& op : ops) {
+    if (op.peer != op.comm->rank()) continue;
+    if (op.kind == CollKind::kSend) selfSends[op.comm.get()].push_back(&op);
+    if (op.kind == CollKind::kRecv) selfRecvs[op.comm.get()].push_back(&op);
+  }
+  for (auto& [comm, sendsToSelf] : selfSends) {
+    std::vector<const CollOp*>& recvsFromSelf = selfRecvs[comm];
+    LOOM_ENFORCE(sendsToSelf.size() == recvsFromSelf.size(), InvalidUsage, "rank ", comm->rank(),
+                 " posted ", sendsToSelf.size(), " send(s) to itself and ", recvsFromSelf.size(),
+                 " receive(s) from itself; post them in the same group, one receive per send");
+    for (size_t i = 0; i < sendsToSelf.size(); ++i) {
+      const CollOp& send = *sendsToSelf[i];
+      const CollOp& recv = *recvsFromSelf[i];
+      LOOM_ENFORCE(send.count * dataTypeSize(send.type) == recv.count * dataTypeSize(recv.type),
+                   InvalidUsage, "rank ", comm->rank(), " sends ", send.count,
+                   " elements to itself but receives ", recv.count);
+      CollOp copy = recv;
+      copy.sendbuff = send.sendbuff;
+      copy.kind = CollKind::kRecv;
+      selfCopies.push_back(copy);
+    }
+  }
+  for (auto& [comm, recvsFromSelf] : selfRecvs) {
+    LOOM_ENFORCE(selfSends.count(comm) > 0 || recvsFromSelf.empty(), InvalidUsage, "rank ",
+                 comm->rank(), " posted a receive from itself without a send to itself");
+  }
+}
+
 void runOps(std::vector<CollOp>& ops) {
   if (ops.empty()) return;
   if (ops.size() == 1 && runExchangeNow(ops.front())) return;
@@ -129,9 +182,7 @@ void runOps(std::vector<CollOp>& ops) {
 
 namespace {
 
-// Connects what the operations need that is missing. With several communicators each connects
-// on its own thread: one thread may drive all ranks of a job (loomCommInitAll + a group), and
-// each rank's setup waits for its peers'.
+// Connects what the operations need that is missing.
 void connectAll(std::vector<CollOp>& ops, Scratch& scratch) {
   if (scratch.comms.size() == 1) {
     scratch.wanted.clear();
@@ -141,54 +192,7 @@ void connectAll(std::vector<CollOp>& ops, Scratch& scratch) {
   }
   std::map<Comm*, std::vector<LinkRequest>> wanted;
   for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(wanted.size());
-  size_t i = 0;
-  for (auto& [comm, keys] : wanted) {
-    threads.emplace_back([&, comm = comm, keys = &keys, i] {
-      try {
-        comm->connect(*keys);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-    ++i;
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-// A send to oneself is a local copy: pair it with the receive from oneself of the same
-// communicator, in posting order, as NCCL does. Rare, so it may allocate.
-void planSelfCopies(std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies) {
-  std::map<Comm*, std::vector<const CollOp*>> selfSends, selfRecvs;
-  for (const CollOp& op : ops) {
-    if (op.peer != op.comm->rank()) continue;
-    if (op.kind == CollKind::kSend) selfSends[op.comm.get()].push_back(&op);
-    if (op.kind == CollKind::kRecv) selfRecvs[op.comm.get()].push_back(&op);
-  }
-  for (auto& [comm, sendsToSelf] : selfSends) {
-    std::vector<const CollOp*>& recvsFromSelf = selfRecvs[comm];
-    LOOM_ENFORCE(sendsToSelf.size() == recvsFromSelf.size(), InvalidUsage, "rank ", comm->rank(),
-                 " posted ", sendsToSelf.size(), " send(s) to itself and ", recvsFromSelf.size(),
-                 " receive(s) from itself; post them in the same group, one receive per send");
-    for (size_t i = 0; i < sendsToSelf.size(); ++i) {
-      const CollOp& send = *sendsToSelf[i];
-      const CollOp& recv = *recvsFromSelf[i];
-      LOOM_ENFORCE(send.count * dataTypeSize(send.type) == recv.count * dataTypeSize(recv.type),
-                   InvalidUsage, "rank ", comm->rank(), " sends ", send.count,
-                   " elements to itself but receives ", recv.count);
-      CollOp copy = recv;
-      copy.sendbuff = send.sendbuff;
-      copy.kind = CollKind::kRecv;
-      selfCopies.push_back(copy);
-    }
-  }
-  for (auto& [comm, recvsFromSelf] : selfRecvs) {
-    LOOM_ENFORCE(selfSends.count(comm) > 0 || recvsFromSelf.empty(), InvalidUsage, "rank ",
-                 comm->rank(), " posted a receive from itself without a send to itself");
-  }
+  connectComms(wanted);
 }
 
 // Groups the tasks by communicator into one run each. Tasks sharing a connection run in

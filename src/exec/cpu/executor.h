@@ -17,10 +17,12 @@
 // marks it failed.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "src/comm/connection_key.h"
 #include "src/exec/cpu/exchange_now.h"
 #include "src/exec/cpu/progress_engine.h"
 #include "src/exec/cpu/pull_policy.h"
@@ -32,6 +34,15 @@ namespace loom {
 class HostStream;
 
 void runOps(std::vector<CollOp>& ops);
+
+// Makes the connections each communicator lacks of those `wanted` names. With several
+// communicators each connects on its own thread: one thread may drive all ranks of a job
+// (loomCommInitAll + a group), and each rank's setup waits for its peers'.
+void connectComms(const std::map<Comm*, std::vector<LinkRequest>>& wanted);
+// A send to oneself is a local copy: pairs each with the receive from oneself of the same
+// communicator, in posting order, as NCCL does, and appends the copy (a Recv whose sendbuff
+// is the send's buffer) to `selfCopies`. Throws InvalidUsage for unpaired or mismatched ones.
+void planSelfCopies(const std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies);
 
 // The executor of a CPU communicator, and what it keeps per communicator: the progress engine
 // its calls join, the CMA pull policy, the fast path's cached plan and the host streams.
