@@ -1,6 +1,8 @@
 // CUDA communicators under the simulated runtime run their calls on their streams
 // (src/exec/cuda/sim_executor.h): results are bit-identical to CPU communicators on the same
 // inputs, and a call is ordered after the stream's earlier work and returns before it runs.
+#include "src/exec/cuda/sim_executor.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +48,17 @@ void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices 
   });
   for (int r = 0; r < nranks; ++r)
     EXPECT_EQ(failures[r], 0) << "rank " << r << "; first failure: " << gpucheck::firstFailure();
+  // Simple calls run as the device program (src/exec/cuda/device_program.h) on host threads;
+  // LL ones, which it does not run yet, through the CPU executor's code.
+  for (int r = 0; r < nranks; ++r) {
+    const auto& executor = dynamic_cast<const SimCudaExecutor&>(executorOf(*findComm(gpu[r])));
+    if (std::string(proto) == "simple") {
+      EXPECT_GT(executor.deviceLaunches(), cases.size() / 2) << r;
+      EXPECT_EQ(executor.cpuRuns(), 0u) << r;
+    } else if (nranks > 1) {
+      EXPECT_GT(executor.cpuRuns(), 0u) << r;
+    }
+  }
   for (loomComm_t c : cpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
@@ -228,6 +241,83 @@ TEST(SimExecutor, MissingPeerTimesOutOrAbortsOnTheStream) {
     rt.free(buf);
     rt.streamDestroy(stream);
   }
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// What the device program reports when ranks disagree or a peer stops calling: the CPU
+// executor's errors, through the stream and the communicator.
+class SimDeviceProgramFaults : public ::testing::Test {
+ protected:
+  // After the test's environment (LOOM_TIMEOUT is read at init).
+  void init() {
+    ASSERT_EQ(loomCommInitAll(gpu_, 2, devices_), loomSuccess);
+    for (int r = 0; r < 2; ++r) {
+      streams_[r] = rt_.streamCreate();
+      bufs_[r] = static_cast<float*>(rt_.malloc(kCount * sizeof(float)));
+    }
+  }
+  void TearDown() override {
+    for (int r = 0; r < 2 && gpu_[r] != nullptr; ++r) {
+      EXPECT_EQ(loomCommAbort(gpu_[r]), loomSuccess);
+      rt_.free(bufs_[r]);
+      rt_.streamDestroy(streams_[r]);
+    }
+  }
+  loomResult_t allReduce(int r, size_t count) {
+    return loomAllReduce(bufs_[r], bufs_[r], count, loomFloat32, loomSum, gpu_[r],
+                         static_cast<loomStream_t>(streams_[r]));
+  }
+  // The stream's error at synchronize ("" when none).
+  std::string sync(int r) {
+    try {
+      rt_.streamSynchronize(streams_[r]);
+    } catch (const CudaError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  static constexpr size_t kCount = 1 << 16;
+  cuda::DeviceRuntime& rt_ = cuda::deviceRuntime();
+  loomComm_t gpu_[2] = {};
+  int devices_[2] = {0, 0};
+  void* streams_[2] = {};
+  float* bufs_[2] = {};
+};
+
+TEST_F(SimDeviceProgramFaults, RanksThatMakeDifferentCallsFailClearly) {
+  test::ScopedEnv proto("LOOM_PROTO", "simple");
+  init();
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(allReduce(r, kCount), loomSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(sync(r), "") << r;  // connected, through the program
+  ASSERT_EQ(allReduce(0, kCount), loomSuccess);
+  ASSERT_EQ(allReduce(1, kCount - 1), loomSuccess);
+  const std::string errors = sync(0) + " | " + sync(1);
+  EXPECT_TRUE(contains(errors, "made a different call")) << errors;
+  loomResult_t async = loomSuccess;
+  EXPECT_EQ(loomCommGetAsyncError(gpu_[0], &async), loomSuccess);
+  EXPECT_EQ(async, loomRemoteError);
+}
+
+TEST_F(SimDeviceProgramFaults, APeerThatStopsCallingTimesOutNamingIt) {
+  test::ScopedEnv proto("LOOM_PROTO", "simple");
+  test::ScopedEnv timeout("LOOM_TIMEOUT", "1");
+  init();
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(allReduce(r, kCount), loomSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(sync(r), "") << r;
+  ASSERT_EQ(allReduce(0, kCount), loomSuccess);
+  const std::string error = sync(0);
+  EXPECT_TRUE(contains(error, "no progress for 1 s")) << error;
+  EXPECT_TRUE(contains(error, "data from rank 1")) << error;
+  loomResult_t async = loomSuccess;
+  EXPECT_EQ(loomCommGetAsyncError(gpu_[0], &async), loomSuccess);
+  EXPECT_EQ(async, loomTimeout);
+  const auto& executor = dynamic_cast<const SimCudaExecutor&>(executorOf(*findComm(gpu_[0])));
+  EXPECT_EQ(executor.deviceLaunches(), 2u);
 }
 
 }  // namespace

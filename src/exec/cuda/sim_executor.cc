@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "src/base/error.h"
+#include "src/base/logging.h"
 #include "src/cuda/runtime.h"
+#include "src/exec/cuda/device_launch.h"
+#include "src/exec/cuda/sim_launch.h"
 
 namespace loom {
 namespace {
@@ -73,6 +76,28 @@ void SimCudaExecutor::enqueue(std::vector<CollOp> ops) {
   for (void* other : others) joinStreams(rt, stream, other);
 }
 
+// Runs a call or group with the device program on host threads (sim_launch.h) when it can,
+// else with the CPU executor's code. One at a time per communicator: the two ways share the
+// connections, and a launch's tasks must not meet another call's on them.
+void SimCudaExecutor::runOps(Work& work, std::vector<CollOp>& ops) {
+  std::vector<SimCudaExecutor*> executors = work.executors;
+  std::sort(executors.begin(), executors.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (SimCudaExecutor* executor : executors) locks.emplace_back(executor->runMutex_);
+  HostLaunch launch;
+  std::string why;
+  if (buildLaunch(ops, launch, &why)) {
+    runLaunchOnHost(launch);
+    for (SimCudaExecutor* executor : executors) ++executor->deviceLaunches_;
+    finishLaunch(launch);
+    return;
+  }
+  LOOM_LOG(LogLevel::kInfo, kLogColl, describeCall(ops.front()),
+           " runs through the CPU executor's code: ", why);
+  for (SimCudaExecutor* executor : executors) ++executor->cpuRuns_;
+  work.executors.front()->cpu_.run(ops);
+}
+
 // On the stream's thread. The ops hold their communicator, which may be the last reference:
 // they are destroyed only after this executor is no longer touched.
 void SimCudaExecutor::runWork(void* raw) {
@@ -86,7 +111,7 @@ void SimCudaExecutor::runWork(void* raw) {
   std::string failure;
   loomResult_t code = loomSuccess;
   try {
-    work->executors.front()->cpu_.run(ops);
+    runOps(*work, ops);
   } catch (const Error& e) {
     failure = strCat(describeCall(ops.front()), " on its CUDA stream: ", e.what());
     code = e.code();

@@ -13,6 +13,7 @@
 // (loomCommGetAsyncError) and is the stream's error at its next synchronize.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
@@ -36,9 +37,14 @@ class SimCudaExecutor final : public Executor {
   void resume() override { cpu_.resume(); }
   void drain() override;
 
+  // Calls and groups run so far with the device program, and with the CPU executor's code.
+  uint64_t deviceLaunches() const { return deviceLaunches_; }
+  uint64_t cpuRuns() const { return cpuRuns_; }
+
  private:
   struct Work;
   static void runWork(void* work);
+  static void runOps(Work& work, std::vector<CollOp>& ops);
   void enqueue(std::vector<CollOp> ops);
   void waitIdle();
   void addInFlight(int delta);
@@ -47,6 +53,8 @@ class SimCudaExecutor final : public Executor {
   std::mutex mutex_;
   std::condition_variable idle_;
   int inFlight_ = 0;
+  std::mutex runMutex_;  // held while a call or group of this communicator runs
+  std::atomic<uint64_t> deviceLaunches_{0}, cpuRuns_{0};
 };
 
 }  // namespace loom

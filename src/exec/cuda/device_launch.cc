@@ -1,0 +1,190 @@
+#include "src/exec/cuda/device_launch.h"
+
+#include <algorithm>
+#include <map>
+
+#include "src/base/error.h"
+#include "src/base/interrupt.h"
+#include "src/comm/comm.h"
+#include "src/exec/cpu/executor.h"
+#include "src/exec/cpu/prim_task.h"
+#include "src/exec/cpu/task_loop.h"
+#include "src/kernels/datatype_traits.h"
+#include "src/plan/planner.h"
+#include "transports/transport.h"
+
+namespace loom {
+namespace {
+
+// The Simple ring behind a connection, or null when it has none (LL, a wire transport).
+template <typename Connection>
+const transport::SimpleRingView* simpleRing(const Connection* c) {
+  if (c == nullptr) return nullptr;
+  const transport::ConnectionView* v = c->view();
+  if (v == nullptr || v->protocol != transport::Protocol::kSimple || v->simple.slots == nullptr)
+    return nullptr;
+  return &v->simple;
+}
+
+bool isSelf(const CollOp& op) {
+  return (op.kind == CollKind::kSend || op.kind == CollKind::kRecv) && op.peer == op.comm->rank();
+}
+
+bool isReduction(CollKind k) {
+  return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kReduceScatter;
+}
+
+// Whether a send and a receive of `ops` on one communicator overlap in memory: the CPU
+// executor orders such pairs (executor.cc, findOverwrittenInputs); the device program does not.
+bool sendRecvOverlap(const std::vector<CollOp>& ops) {
+  for (const CollOp& r : ops) {
+    if (r.kind != CollKind::kRecv || r.count == 0) continue;
+    const auto* rb = static_cast<const char*>(r.recvbuff);
+    const char* re = rb + r.count * dataTypeSize(r.type);
+    for (const CollOp& s : ops) {
+      if (s.kind != CollKind::kSend || s.count == 0 || s.comm != r.comm) continue;
+      const auto* sb = static_cast<const char*>(s.sendbuff);
+      if (sb < re && rb < sb + s.count * dataTypeSize(s.type)) return true;
+    }
+  }
+  return false;
+}
+
+// Appends the tasks of one op's plan; false when a connection has no Simple view.
+bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
+             std::map<const void*, int>& lastUser, std::string* why) {
+  Comm& comm = *op.comm;
+  const int first = static_cast<int>(out.tasks.size());
+  for (const TaskPlan& tp : plan.tasks) {
+    DeviceTask t;
+    t.program = tp.program;
+    t.call = callIndex;
+    t.gate = tp.gate >= 0 ? first + tp.gate : -1;
+    t.inputFromOutput = tp.input.fromOutput;
+    t.copiesOnly = tp.input.copiesOnly;
+    t.inputPosition = tp.inputPosition;
+    const int index = static_cast<int>(out.tasks.size());
+    auto orderAfter = [&](const void* connection) {
+      auto [it, fresh] = lastUser.emplace(connection, index);
+      if (fresh) return;
+      const int previous = it->second;
+      it->second = index;
+      if (std::find(t.before, t.before + t.nbefore, previous) == t.before + t.nbefore)
+        t.before[t.nbefore++] = previous;
+    };
+    for (int k = 0; k < tp.links.nsend; ++k) {
+      transport::SendConnection* c = comm.sendConnection(tp.links.sendPeer[k], tp.links.key);
+      const transport::SimpleRingView* ring = simpleRing(c);
+      if (ring == nullptr) {
+        *why = strCat("its connection to rank ", tp.links.sendPeer[k], " has no Simple ring");
+        return false;
+      }
+      t.send[t.nsend++] = DeviceLink{*ring, tp.links.sendPeer[k]};
+      orderAfter(c);
+      out.sends.push_back(c);
+    }
+    for (int k = 0; k < tp.links.nrecv; ++k) {
+      transport::RecvConnection* c = comm.recvConnection(tp.links.recvPeer[k], tp.links.key);
+      const transport::SimpleRingView* ring = simpleRing(c);
+      if (ring == nullptr) {
+        *why = strCat("its connection from rank ", tp.links.recvPeer[k], " has no Simple ring");
+        return false;
+      }
+      t.recv[t.nrecv++] = DeviceLink{*ring, tp.links.recvPeer[k]};
+      orderAfter(c);
+      out.recvs.push_back(c);
+    }
+    out.tasks.push_back(t);
+    out.labels.push_back(tp.label);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
+  if (sendRecvOverlap(ops)) {
+    *why = "a send and a receive over the same buffer";
+    return false;
+  }
+  // Connections first, each communicator on its own thread as the CPU executor does (a group
+  // may hold several ranks, whose setups wait for each other).
+  std::map<Comm*, std::vector<LinkRequest>> wanted;
+  for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
+  connectComms(wanted);
+  out = HostLaunch{};
+  std::vector<Comm*> comms;
+  for (const auto& [comm, requests] : wanted) comms.push_back(comm);
+  out.timeoutNs = static_cast<uint64_t>(callTimeout(comms).count()) * 1000000u;
+  std::map<const void*, int> lastUser;  // connection -> the last task that uses it
+  Plan plan;
+  for (const CollOp& op : ops) {
+    if (isSelf(op)) continue;  // a local copy, below
+    std::unique_lock<std::mutex> lock = op.comm->lockConnections();
+    buildPlan(op, op.seq, plan);
+    DeviceCall call;
+    call.sendbuff = op.sendbuff;
+    call.recvbuff = op.recvbuff;
+    call.scalar = op.scalar;
+    call.signature = collSignature(op);
+    call.elemSize = static_cast<uint32_t>(dataTypeSize(op.type));
+    call.isReduction = isReduction(op.kind);
+    out.calls.push_back(call);
+    out.ops.push_back(&op);
+    if (!addPlan(op, static_cast<int>(out.calls.size()) - 1, plan, out, lastUser, why))
+      return false;
+  }
+  // Sends to oneself: a copy task each, without connections (as the CPU executor's).
+  planSelfCopies(ops, out.selfCopies);
+  for (const CollOp& copy : out.selfCopies) {
+    DeviceCall call;
+    call.sendbuff = copy.sendbuff;
+    call.recvbuff = copy.recvbuff;
+    call.elemSize = static_cast<uint32_t>(dataTypeSize(copy.type));
+    out.calls.push_back(call);
+    out.ops.push_back(&copy);
+    DeviceTask t;
+    t.program = algo::pipeProgram(algo::Prim::kCopy, 0, 0, copy.count, size_t{1} << 18, false);
+    t.call = static_cast<int>(out.calls.size()) - 1;
+    out.tasks.push_back(t);
+    out.labels.push_back(TaskLabel{"copy to self"});
+  }
+  out.stepsDone.assign(out.tasks.size(), 0);
+  out.done.assign(out.tasks.size(), 0);
+  return true;
+}
+
+void finishLaunch(HostLaunch& launch) {
+  for (transport::SendConnection* c : launch.sends) c->resync();
+  for (transport::RecvConnection* c : launch.recvs) c->resync();
+  const DeviceError& e = launch.error;
+  const auto fault = static_cast<DeviceFault>(e.fault);
+  if (fault == DeviceFault::kNone) return;
+  const TaskLabel& label = launch.labels.at(static_cast<size_t>(e.task));
+  const CollOp& op = *launch.ops.at(static_cast<size_t>(launch.tasks[e.task].call));
+  switch (fault) {
+    case DeviceFault::kTag:
+    case DeviceFault::kSize:
+      checkReceived(label, op, e.peer, e.gotTag, collSignature(op), e.gotBytes, e.expectedBytes);
+      break;
+    case DeviceFault::kCorrupt:
+      throw RemoteError(strCat(label.str(), ": rank ", e.peer, " posted a step of ", e.gotBytes,
+                               " bytes that is not in its slot, or larger than a slot (corrupt "
+                               "ring)"));
+    case DeviceFault::kAborted:
+      throwIfAborted(op.comm->abortFlag(), describeCall(op).c_str());
+      throw InvalidUsage(strCat(label.str(), ": the communicator was aborted"));
+    case DeviceFault::kTimeout: {
+      std::string waiting = strCat("\n  ", label.str(), ": ");
+      waiting += e.peer < 0         ? std::string("its own earlier phase")
+                 : e.waitingForData ? strCat("data from rank ", e.peer)
+                                    : strCat("a free slot toward rank ", e.peer);
+      throwStalled(std::chrono::milliseconds(launch.timeoutNs / 1000000u), waiting);
+    }
+    case DeviceFault::kNone:
+      break;
+  }
+  throw InternalError(strCat(label.str(), ": the device program failed (fault ", e.fault, ")"));
+}
+
+}  // namespace loom

@@ -1,0 +1,63 @@
+// The host's side of a device launch (device_plan.h): a call's or a group's plans bound to the
+// plain views of their connections, and the words its tasks share. The CUDA executor builds one
+// per call or group and runs it with the device program (device_program.h): on the simulated
+// runtime as host threads (sim_launch.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/exec/cuda/device_plan.h"
+#include "src/plan/coll.h"
+#include "src/plan/plan.h"
+
+namespace loom {
+
+namespace transport {
+class SendConnection;
+class RecvConnection;
+}  // namespace transport
+
+struct HostLaunch {
+  std::vector<DeviceTask> tasks;
+  std::vector<DeviceCall> calls;
+  std::vector<uint64_t> stepsDone, done;
+  DeviceError error;
+  uint64_t failed = 0;
+  uint64_t timeoutNs = 0;
+  // Per call: its op (for messages and its type and reduction). Per task: its label.
+  std::vector<const CollOp*> ops;
+  std::vector<TaskLabel> labels;
+  // Every connection a task steps on: their host objects resync after the launch.
+  std::vector<transport::SendConnection*> sends;
+  std::vector<transport::RecvConnection*> recvs;
+  // The copies of sends to oneself (executor.h, planSelfCopies), which `ops` points into.
+  std::vector<CollOp> selfCopies;
+
+  DeviceLaunch view() {
+    DeviceLaunch l;
+    l.ntasks = static_cast<int>(tasks.size());
+    l.tasks = tasks.data();
+    l.calls = calls.data();
+    l.stepsDone = stepsDone.data();
+    l.done = done.data();
+    l.error = &error;
+    l.failed = &failed;
+    l.timeoutNs = timeoutNs;
+    return l;
+  }
+};
+
+// Connects what `ops` need and builds their launch into `out`. Returns false, with `out`
+// unspecified, when the device program cannot run them, saying why in `why`: a connection
+// without a Simple view (LL, or a wire transport), or a send and a receive of one group over
+// the same buffer. Throws InvalidUsage for sends to oneself without matching receives.
+bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why);
+
+// After a launch ran: the host objects of its connections take their counters from the
+// shared rings again (the device program moved them), then, if a task failed, throws what the
+// CPU executor throws for the same failure (TimeoutError, RemoteError, the abort's error).
+void finishLaunch(HostLaunch& launch);
+
+}  // namespace loom
