@@ -41,11 +41,14 @@
 namespace loom {
 
 // What the group's first thread tells the others about a step.
+// Plain members only: a kernel keeps it in shared memory, which has no constructors.
 struct DeviceStepShared {
   ReduceCopyArgs args;
-  size_t bytes = 0;
-  bool copy = false;  // a byte copy of src[0] to every destination
-  bool stop = false;  // the launch failed: every thread leaves
+  size_t bytes;
+  bool copy;                               // a byte copy of src[0] to every destination
+  bool stop;                               // the launch failed: every thread leaves
+  const void* received[kDeviceTaskPeers];  // the slots received this step
+  void* fill[kDeviceTaskPeers];            // the slots to fill this step
 };
 
 namespace device_program {
@@ -97,11 +100,12 @@ LOOM_HOST_DEVICE inline bool waitFor(Ctx& ctx, const DeviceLaunch& launch, int t
 // the launch failed.
 template <typename Ctx>
 LOOM_HOST_DEVICE inline bool prepareStep(Ctx& ctx, const DeviceLaunch& launch, int t,
-                                         const algo::Step& s, uint64_t stepsDone,
-                                         const void** received, void** fill) {
+                                         const algo::Step& s, uint64_t stepsDone) {
   const DeviceTask& task = launch.tasks[t];
   const DeviceCall& call = launch.calls[task.call];
   DeviceStepShared& sh = ctx.shared();
+  const void** received = sh.received;
+  void** fill = sh.fill;
   if (task.gate >= 0) {
     const int g = task.gate;
     if (!waitFor(ctx, launch, t, -1, true, [&] {
@@ -210,10 +214,8 @@ LOOM_HOST_DEVICE void runDeviceTask(const DeviceLaunch& launch, int t, Ctx& ctx)
   algo::StepCursor cursor;
   algo::Step s;
   uint64_t stepsDone = 0;
-  const void* received[kDeviceTaskPeers];
-  void* fill[kDeviceTaskPeers];
   while (algo::nextStep(task.program, cursor, s)) {
-    if (leader) sh.stop = !dp::prepareStep(ctx, launch, t, s, stepsDone, received, fill);
+    if (leader) sh.stop = !dp::prepareStep(ctx, launch, t, s, stepsDone);
     ctx.sync();
     if (sh.stop) return;
     const ReduceCopyArgs& args = sh.args;

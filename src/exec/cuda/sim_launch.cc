@@ -54,7 +54,7 @@ class HostGroup {
  private:
   AbortFlag abort_;
   unsigned idle_ = 0;
-  DeviceStepShared shared_;
+  DeviceStepShared shared_{};
 };
 
 template <typename T, typename Op>
