@@ -31,6 +31,5 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND NOT LOOM_FORCE_GE
 endif()
 
 if(LOOM_WITH_CUDA)
-  list(APPEND loom_sources ${loom_kernels_dir}/cuda/reduce_copy_instances.cu
-    ${PROJECT_SOURCE_DIR}/src/exec/cuda/device_kernels.cu)
+  list(APPEND loom_sources ${loom_kernels_dir}/cuda/reduce_copy_instances.cu)
 endif()
