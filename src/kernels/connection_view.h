@@ -49,8 +49,10 @@ struct LLRingView {
   // sender is at most nslots steps ahead of it.
   const uint64_t* head = nullptr;
   // This side's next step: the one to post (sender) or to receive (receiver). Private to the
-  // side; the connection advances it in postWritten() and release().
-  const uint64_t* step = nullptr;
+  // side; the connection advances it in postWritten() and release(), and a device program
+  // that posts and releases through the view without the connection advances it itself
+  // (src/exec/cuda/device_program.h).
+  uint64_t* step = nullptr;
 };
 
 // A Simple ring (transports/shm/ring_control.h): nslots slots of slotBytes at `slots`, step s

@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/kernels/host_device.h"
 #include "src/kernels/connection_view.h"
+#include "src/kernels/host_device.h"
 
 namespace loom {
 inline namespace LOOM_ISA_NAMESPACE {
@@ -85,8 +85,10 @@ LOOM_HOST_DEVICE LOOM_INLINE void llPack(uint64_t* words, const void* src, size_
     llStore(words + w, llWord(flag, v));
   }
   if (const size_t rest = bytes % kLLBytesPerWord) {
+    // Byte by byte (little-endian): a copy of a variable size would put `v` in memory, and a
+    // GPU thread's memory is slow local memory.
     uint32_t v = 0;
-    memcpy(&v, in + kLLBytesPerWord * whole, rest);
+    for (size_t b = 0; b < rest; ++b) v |= uint32_t(in[kLLBytesPerWord * whole + b]) << (8 * b);
     llStore(words + whole, llWord(flag, v));
   }
 }
@@ -124,7 +126,8 @@ LOOM_HOST_DEVICE LOOM_INLINE void llUnpack(void* dst, const uint64_t* words, siz
   }
   if (const size_t rest = bytes % kLLBytesPerWord) {
     const uint32_t v = llDataOf(llLoad(words + whole));
-    memcpy(out + kLLBytesPerWord * whole, &v, rest);
+    for (size_t b = 0; b < rest; ++b)
+      out[kLLBytesPerWord * whole + b] = static_cast<unsigned char>(v >> (8 * b));
   }
 }
 

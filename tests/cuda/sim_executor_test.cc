@@ -48,16 +48,12 @@ void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices 
   });
   for (int r = 0; r < nranks; ++r)
     EXPECT_EQ(failures[r], 0) << "rank " << r << "; first failure: " << gpucheck::firstFailure();
-  // Simple calls run as the device program (src/exec/cuda/device_program.h) on host threads;
-  // LL ones, which it does not run yet, through the CPU executor's code.
+  // Every call ran as the device program (src/exec/cuda/device_program.h) on host threads,
+  // over Simple or LL rings, none through the CPU executor's code.
   for (int r = 0; r < nranks; ++r) {
     const auto& executor = dynamic_cast<const SimCudaExecutor&>(executorOf(*findComm(gpu[r])));
-    if (std::string(proto) == "simple") {
-      EXPECT_GT(executor.deviceLaunches(), cases.size() / 2) << r;
-      EXPECT_EQ(executor.cpuRuns(), 0u) << r;
-    } else if (nranks > 1) {
-      EXPECT_GT(executor.cpuRuns(), 0u) << r;
-    }
+    EXPECT_GT(executor.deviceLaunches(), cases.size() / 2) << r;
+    EXPECT_EQ(executor.cpuRuns(), 0u) << r;
   }
   for (loomComm_t c : cpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);

@@ -50,7 +50,7 @@ uint64_t* wordsOf(void* base) {
 }
 
 // The segment as the primitives see it; `step` is the side's own counter.
-ConnectionView makeView(void* base, const uint64_t* step) {
+ConnectionView makeView(void* base, uint64_t* step) {
   ConnectionView v;
   v.protocol = Protocol::kLL;
   v.memory = MemoryKind::kHost;

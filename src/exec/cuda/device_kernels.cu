@@ -61,8 +61,10 @@ class BlockGroup {
   const volatile uint32_t* abort_;
 };
 
+// At least one block per SM: without the hint ptxas aims at more blocks per SM, holds the
+// kernel to 48 registers and spills around the float division's slow-path call.
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kDeviceProgramThreads)
+__global__ void __launch_bounds__(kDeviceProgramThreads, 1)
     deviceProgramKernel(DeviceLaunch launch, const volatile uint32_t* abort) {
   // Shared memory takes no constructors: raw storage, used as the step's scratch.
   __shared__ alignas(16) unsigned char scratch[sizeof(DeviceStepShared)];

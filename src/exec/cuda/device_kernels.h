@@ -8,7 +8,7 @@
 
 namespace loom {
 
-inline constexpr int kDeviceProgramThreads = 512;
+inline constexpr int kDeviceProgramThreads = 256;
 
 // The kernel for a launch whose calls reduce `type` with `op`; nullptr for an unknown pair.
 const void* deviceProgramKernelFor(loomDataType_t type, ReduceOpKind op);

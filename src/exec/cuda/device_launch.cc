@@ -16,14 +16,22 @@
 namespace loom {
 namespace {
 
-// The Simple ring behind a connection, or null when it has none (LL, a wire transport).
+// The ring behind a connection as the device program reads it: a memory transport's Simple or
+// LL ring. False for a connection without a view (a wire transport).
 template <typename Connection>
-const transport::SimpleRingView* simpleRing(const Connection* c) {
-  if (c == nullptr) return nullptr;
+bool deviceLink(const Connection* c, int peer, DeviceLink* link) {
+  if (c == nullptr) return false;
   const transport::ConnectionView* v = c->view();
-  if (v == nullptr || v->protocol != transport::Protocol::kSimple || v->simple.slots == nullptr)
-    return nullptr;
-  return &v->simple;
+  if (v == nullptr) return false;
+  link->protocol = v->protocol;
+  link->peer = peer;
+  if (v->protocol == transport::Protocol::kLL) {
+    link->ll = v->ll;
+    return v->ll.slots != nullptr && v->ll.step != nullptr &&
+           v->ll.dataWords * 4 <= kDeviceLLStageBytes;
+  }
+  link->ring = v->simple;
+  return v->simple.slots != nullptr;
 }
 
 bool isSelf(const CollOp& op) {
@@ -74,23 +82,19 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
     };
     for (int k = 0; k < tp.links.nsend; ++k) {
       transport::SendConnection* c = comm.sendConnection(tp.links.sendPeer[k], tp.links.key);
-      const transport::SimpleRingView* ring = simpleRing(c);
-      if (ring == nullptr) {
-        *why = strCat("its connection to rank ", tp.links.sendPeer[k], " has no Simple ring");
+      if (!deviceLink(c, tp.links.sendPeer[k], &t.send[t.nsend++])) {
+        *why = strCat("its connection to rank ", tp.links.sendPeer[k], " has no ring in memory");
         return false;
       }
-      t.send[t.nsend++] = DeviceLink{*ring, tp.links.sendPeer[k]};
       orderAfter(c);
       out.sends.push_back(c);
     }
     for (int k = 0; k < tp.links.nrecv; ++k) {
       transport::RecvConnection* c = comm.recvConnection(tp.links.recvPeer[k], tp.links.key);
-      const transport::SimpleRingView* ring = simpleRing(c);
-      if (ring == nullptr) {
-        *why = strCat("its connection from rank ", tp.links.recvPeer[k], " has no Simple ring");
+      if (!deviceLink(c, tp.links.recvPeer[k], &t.recv[t.nrecv++])) {
+        *why = strCat("its connection from rank ", tp.links.recvPeer[k], " has no ring in memory");
         return false;
       }
-      t.recv[t.nrecv++] = DeviceLink{*ring, tp.links.recvPeer[k]};
       orderAfter(c);
       out.recvs.push_back(c);
     }
@@ -148,6 +152,21 @@ bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
     t.call = static_cast<int>(out.calls.size()) - 1;
     out.tasks.push_back(t);
     out.labels.push_back(TaskLabel{"copy to self"});
+  }
+  // LL staging: a buffer per receive link and one for what the task sends.
+  auto usesLL = [](const DeviceTask& t) {
+    return (t.nsend > 0 && t.send[0].protocol == transport::Protocol::kLL) ||
+           (t.nrecv > 0 && t.recv[0].protocol == transport::Protocol::kLL);
+  };
+  size_t stageBytes = 0;
+  for (const DeviceTask& t : out.tasks)
+    if (usesLL(t)) stageBytes += (t.nrecv + 1) * kDeviceLLStageBytes;
+  out.llStage.assign(stageBytes, 0);
+  stageBytes = 0;
+  for (DeviceTask& t : out.tasks) {
+    if (!usesLL(t)) continue;
+    t.llStage = out.llStage.data() + stageBytes;
+    stageBytes += (t.nrecv + 1) * kDeviceLLStageBytes;
   }
   out.stepsDone.assign(out.tasks.size(), 0);
   out.done.assign(out.tasks.size(), 0);

@@ -34,6 +34,7 @@ struct HostLaunch {
   std::vector<transport::RecvConnection*> recvs;
   // The copies of sends to oneself (executor.h, planSelfCopies), which `ops` points into.
   std::vector<CollOp> selfCopies;
+  std::vector<unsigned char> llStage;  // DeviceTask::llStage points into it
 
   DeviceLaunch view() {
     DeviceLaunch l;
@@ -51,8 +52,8 @@ struct HostLaunch {
 
 // Connects what `ops` need and builds their launch into `out`. Returns false, with `out`
 // unspecified, when the device program cannot run them, saying why in `why`: a connection
-// without a Simple view (LL, or a wire transport), or a send and a receive of one group over
-// the same buffer. Throws InvalidUsage for sends to oneself without matching receives.
+// without a ring in memory (a wire transport), or a send and a receive of one group over the
+// same buffer. Throws InvalidUsage for sends to oneself without matching receives.
 bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why);
 
 // After a launch ran: the host objects of its connections take their counters from the

@@ -17,6 +17,8 @@ namespace loom {
 
 // As src/plan/plan.h's kMaxTaskPeers (a task's peers on each side).
 inline constexpr int kDeviceTaskPeers = 7;
+// An LL step's payload at most (transports/shm/ll_connection.h, kLLSlotBytes).
+inline constexpr size_t kDeviceLLStageBytes = 4096;
 // Tasks of the launch that use one of a task's connections before it (at most one per link).
 inline constexpr int kDeviceTaskBefore = 2 * kDeviceTaskPeers;
 
@@ -30,8 +32,12 @@ struct DeviceCall {
   bool isReduction = false;
 };
 
+// One connection of a task: a Simple ring, or an LL ring with the side's own step counter
+// (connection_view.h).
 struct DeviceLink {
+  transport::Protocol protocol = transport::Protocol::kSimple;
   transport::SimpleRingView ring;
+  transport::LLRingView ll;
   int peer = -1;
 };
 
@@ -47,6 +53,10 @@ struct DeviceTask {
   // Tasks that must be done before this one starts: the earlier users of its connections.
   int nbefore = 0;
   int before[kDeviceTaskBefore] = {};
+  // LL links: where a received step is unpacked (one buffer per receive link) and where a
+  // step to send is written before it is packed into the send links' slots, each
+  // kDeviceLLStageBytes.
+  unsigned char* llStage = nullptr;
   bool inputFromOutput = false;  // TaskInput::fromOutput: the input carries the pre-op
   bool copiesOnly = false;       // TaskInput::copiesOnly
   int inputPosition = -1;

@@ -2,21 +2,30 @@
 // executor runs it, with one group of threads per task (a CUDA block, or one host thread on
 // the simulated runtime).
 //
-// How it works. The task walks its step program with the walker every executor shares
-// (algorithms/walker.h). Per step, the group's first thread does the protocol: it waits for
-// the task's gate, for every slot it receives (the sender's tail past this side's head), and
-// for a free slot toward every peer it sends to (tail - head < nslots); it checks each
-// received slot's tag and byte count, and lays out the step's reduceCopy operands with
-// stepOperands(), the one rule every executor follows. Then every thread of the group does
-// the step's data: a byte copy where nothing is reduced or converted (bit-exact, NaN payloads
+// How it works. The group's first thread (the leader) walks the task's step program with the
+// walker every executor shares (algorithms/walker.h) and leaves each step in the group's
+// shared scratch. Per step, the leader does the protocol: it waits for the task's gate, for
+// every step it receives and for a free slot toward every peer it sends to; it checks each
+// received step's tag and byte count, and lays out the step's reduceCopy operands with
+// stepOperands(), the one rule every executor follows. Then every thread of the group does the
+// step's data: a byte copy where nothing is reduced or converted (bit-exact, NaN payloads
 // included, as on the CPU), else reduceCopyElement() per element, the CPU's per-element math.
-// Then the first thread publishes: head = h + 1 for what it received, the slot's byte count
-// and tag then tail = t + 1 for what it sent, each with release order after the data.
+// Then the leader publishes what it received and sent.
 //
-// The counters are those of the connection's shared ring (connection_view.h, SimpleRingView):
-// each side writes only its own, so its value is that side's next step, and a launch resumes
-// where the last left off. Tasks of one launch that use the same connection run in the order
-// the host gave them (DeviceTask::before), as the CPU executor's tasks do.
+// The rings are the connections' own (connection_view.h), so CPU and device sides interoperate
+// and a launch resumes where the last left off:
+//   - Simple: a step has landed when the sender's tail passed this side's head; the leader
+//     frees it with head = h + 1, and sends by writing the slot, its byte count and tag, then
+//     tail = t + 1, each with release order after the data. Each side writes only its own
+//     counter, so its value is that side's next step.
+//   - LL: a step has landed when its header and every data word carry the step's flag
+//     (ll_words.h); the leader unpacks it to a staging buffer and frees it by advancing the
+//     side's step counter and the shared head. A step to send is written to a staging buffer,
+//     then packed into each link's slot under the step's flag, with the refresh rule's extra
+//     words and the header last; the sender's step counter is the connection's own.
+//   LL packing and unpacking is the leader's alone: correct, not yet fast on a GPU.
+// Tasks of one launch that use the same connection run in the order the host gave them
+// (DeviceTask::before), as the CPU executor's tasks do.
 //
 // Every wait checks the launch's error word (a failed task ends the launch), the
 // communicator's abort and the timeout, and stops with a DeviceError instead of hanging.
@@ -35,6 +44,7 @@
 
 #include "algorithms/walker.h"
 #include "src/exec/cuda/device_plan.h"
+#include "src/kernels/ll_words.h"
 #include "src/kernels/reduce_copy.h"
 #include "src/kernels/step_operands.h"
 
@@ -49,6 +59,11 @@ struct DeviceStepShared {
   bool stop;                               // the launch failed: every thread leaves
   const void* received[kDeviceTaskPeers];  // the slots received this step
   void* fill[kDeviceTaskPeers];            // the slots to fill this step
+  // The leader's walk: where it stands, the step it prepared, whether there was one.
+  algo::StepCursor cursor;
+  algo::Step step;
+  uint64_t stepsDone;
+  bool more;
 };
 
 namespace device_program {
@@ -96,6 +111,51 @@ LOOM_HOST_DEVICE inline bool waitFor(Ctx& ctx, const DeviceLaunch& launch, int t
   }
 }
 
+// What receiveLL found: the step's header, or that the launch failed.
+struct LLReceived {
+  bool ok = false;
+  uint32_t tag = 0;
+  uint32_t bytes = 0;
+};
+
+// Waits for LL step *link.ll.step from `link` (its header, then every data word under the
+// step's flag: ll_words.h) and unpacks it to `stage`. A count larger than a slot fails the
+// launch (kCorrupt). Results by value: nothing of the group's first thread goes to local
+// memory on a GPU.
+template <typename Ctx>
+LOOM_HOST_DEVICE inline LLReceived receiveLL(Ctx& ctx, const DeviceLaunch& launch, int t,
+                                             const DeviceLink& link, unsigned char* stage) {
+  const transport::LLRingView& r = link.ll;
+  const uint64_t step = *r.step;
+  const uint64_t* slot = llSlot(r, step);
+  const uint32_t flag = llFlag(step);
+  LLReceived got;
+  uint64_t countWord = 0, tagWord = 0;
+  if (!waitFor(ctx, launch, t, link.peer, true, [&] {
+        countWord = llLoad(slot + kLLCountWord);
+        tagWord = llLoad(slot + kLLTagWord);
+        return llFlagOf(countWord) == flag && llFlagOf(tagWord) == flag;
+      }))
+    return got;
+  got.bytes = llDataOf(countWord);
+  got.tag = llDataOf(tagWord);
+  if (got.bytes > r.dataWords * kLLBytesPerWord) {
+    fail(ctx, launch, t, DeviceFault::kCorrupt, link.peer, true, got.tag, got.bytes, 0);
+    return got;
+  }
+  const uint64_t* data = slot + r.headerWords;
+  const size_t words = llWordsFor(got.bytes);
+  size_t landed = 0;
+  if (!waitFor(ctx, launch, t, link.peer, true, [&] {
+        landed = llLanded(data, landed, words, flag);
+        return landed == words;
+      }))
+    return got;
+  llUnpack(stage, data, got.bytes);
+  got.ok = true;
+  return got;
+}
+
 // The group's first thread: waits for the step's slots and lays out its operands. False when
 // the launch failed.
 template <typename Ctx>
@@ -116,32 +176,56 @@ LOOM_HOST_DEVICE inline bool prepareStep(Ctx& ctx, const DeviceLaunch& launch, i
   const uint64_t bytes = s.count * call.elemSize;
   const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
   for (int i = 0; recvs && i < task.nrecv; ++i) {
-    const transport::SimpleRingView& r = task.recv[i].ring;
-    const uint64_t h = *r.head;  // only this side writes head
-    if (!waitFor(ctx, launch, t, task.recv[i].peer, true, [&] { return ctx.load(r.tail) > h; }))
-      return false;
-    const uint64_t slot = h % r.nslots;
-    const uint64_t word = r.words[slot];
-    const uint32_t tag = static_cast<uint32_t>(word >> 32);
-    const uint64_t got = word & 0xffffffffu;
-    if (r.direct[slot] != 0 || r.region[slot] != 0 || got > r.slotBytes) {
-      fail(ctx, launch, t, DeviceFault::kCorrupt, task.recv[i].peer, true, tag, got, bytes);
-      return false;
+    const DeviceLink& link = task.recv[i];
+    uint32_t tag = 0;
+    uint64_t got = 0;
+    if (link.protocol == transport::Protocol::kLL) {
+      const LLReceived step =
+          receiveLL(ctx, launch, t, link, task.llStage + i * kDeviceLLStageBytes);
+      if (!step.ok) return false;
+      tag = step.tag;
+      got = step.bytes;
+      received[i] = task.llStage + i * kDeviceLLStageBytes;
+    } else {
+      const transport::SimpleRingView& r = link.ring;
+      const uint64_t h = *r.head;  // only this side writes head
+      if (!waitFor(ctx, launch, t, link.peer, true, [&] { return ctx.load(r.tail) > h; }))
+        return false;
+      const uint64_t slot = h % r.nslots;
+      const uint64_t word = r.words[slot];
+      tag = static_cast<uint32_t>(word >> 32);
+      got = word & 0xffffffffu;
+      if (r.direct[slot] != 0 || r.region[slot] != 0 || got > r.slotBytes) {
+        fail(ctx, launch, t, DeviceFault::kCorrupt, link.peer, true, tag, got, bytes);
+        return false;
+      }
+      received[i] = r.slots + slot * r.slotBytes;
     }
     if (tag != call.signature) {
-      fail(ctx, launch, t, DeviceFault::kTag, task.recv[i].peer, true, tag, got, bytes);
+      fail(ctx, launch, t, DeviceFault::kTag, link.peer, true, tag, got, bytes);
       return false;
     }
     if (got != bytes) {
-      fail(ctx, launch, t, DeviceFault::kSize, task.recv[i].peer, true, tag, got, bytes);
+      fail(ctx, launch, t, DeviceFault::kSize, link.peer, true, tag, got, bytes);
       return false;
     }
-    received[i] = r.slots + slot * r.slotBytes;
   }
   for (int i = 0; sends && i < task.nsend; ++i) {
-    const transport::SimpleRingView& r = task.send[i].ring;
+    const DeviceLink& link = task.send[i];
+    if (link.protocol == transport::Protocol::kLL) {
+      const transport::LLRingView& r = link.ll;
+      const uint64_t step = *r.step;
+      if (!waitFor(ctx, launch, t, link.peer, false,
+                   [&] { return step - ctx.load(r.head) < r.nslots; }))
+        return false;
+      // Every LL link sends the same bytes: written once, to the staging buffer after the
+      // receive links', and packed into each slot as the step finishes.
+      fill[i] = i == 0 ? task.llStage + task.nrecv * kDeviceLLStageBytes : nullptr;
+      continue;
+    }
+    const transport::SimpleRingView& r = link.ring;
     const uint64_t tail = *r.tail;  // only this side writes tail
-    if (!waitFor(ctx, launch, t, task.send[i].peer, false,
+    if (!waitFor(ctx, launch, t, link.peer, false,
                  [&] { return tail - ctx.load(r.head) < r.nslots; }))
       return false;
     fill[i] = r.slots + (tail % r.nslots) * r.slotBytes;
@@ -174,12 +258,34 @@ LOOM_HOST_DEVICE inline void finishStep(Ctx& ctx, const DeviceTask& task, const 
                                         const algo::Step& s, uint64_t bytes) {
   if (algo::primRecvs(s.prim))
     for (int i = 0; i < task.nrecv; ++i) {
-      const transport::SimpleRingView& r = task.recv[i].ring;
+      const DeviceLink& link = task.recv[i];
+      if (link.protocol == transport::Protocol::kLL) {
+        const uint64_t next = *link.ll.step + 1;
+        *link.ll.step = next;
+        ctx.store(const_cast<uint64_t*>(link.ll.head), next);  // read before head
+        continue;
+      }
+      const transport::SimpleRingView& r = link.ring;
       ctx.store(r.head, *r.head + 1);
     }
   if (algo::primSends(s.prim))
     for (int i = 0; i < task.nsend; ++i) {
-      const transport::SimpleRingView& r = task.send[i].ring;
+      const DeviceLink& link = task.send[i];
+      if (link.protocol == transport::Protocol::kLL) {
+        // The data words, the refresh rule's extra words, then the header (ll_words.h).
+        const transport::LLRingView& r = link.ll;
+        const uint64_t step = *r.step;
+        uint64_t* slot = llSlot(r, step);
+        const uint32_t flag = llFlag(step);
+        llPack(slot + r.headerWords, task.llStage + task.nrecv * kDeviceLLStageBytes, bytes, flag);
+        const size_t all = llWordsToWrite(step, bytes, r.nslots, r.dataWords, r.refreshSteps);
+        for (size_t w = llWordsFor(bytes); w < all; ++w)
+          llStore(slot + r.headerWords + w, llWord(flag, 0));
+        llWriteHeader(slot, flag, static_cast<uint32_t>(bytes), call.signature);
+        *r.step = step + 1;
+        continue;
+      }
+      const transport::SimpleRingView& r = link.ring;
       const uint64_t tail = *r.tail;
       const uint64_t slot = tail % r.nslots;
       r.words[slot] = bytes | (static_cast<uint64_t>(call.signature) << 32);
@@ -189,54 +295,59 @@ LOOM_HOST_DEVICE inline void finishStep(Ctx& ctx, const DeviceTask& task, const 
     }
 }
 
+// The group's data of one step: a byte copy, or the reduction element by element.
+template <typename T, typename Op, typename Ctx>
+LOOM_HOST_DEVICE inline void stepData(Ctx& ctx, const Op& op, const DeviceStepShared& sh) {
+  const ReduceCopyArgs& args = sh.args;
+  if (args.count == 0 || args.nsrc == 0 || args.ndst == 0) return;
+  if (sh.copy) {
+    for (int d = 0; d < args.ndst; ++d)
+      if (args.dst[d] != args.src[0]) ctx.copy(args.dst[d], args.src[0], sh.bytes);
+    return;
+  }
+  for (size_t i = ctx.thread(); i < args.count; i += ctx.threads()) {
+    const T value = reduceCopyElement<T>(op, args, i);
+    for (int d = 0; d < args.ndst; ++d) static_cast<T*>(args.dst[d])[i] = value;
+  }
+}
+
 }  // namespace device_program
 
 // Runs task `t` of `launch` on the calling group; T and Op are the launch's element type and
-// reduction (its calls share them).
+// reduction (its calls share them). The leader walks the program; the others only follow
+// what it leaves in the shared scratch, so they hold few values of their own.
 template <typename T, typename Op, typename Ctx>
 LOOM_HOST_DEVICE void runDeviceTask(const DeviceLaunch& launch, int t, Ctx& ctx) {
   namespace dp = device_program;
   const DeviceTask& task = launch.tasks[t];
-  const DeviceCall& call = launch.calls[task.call];
   DeviceStepShared& sh = ctx.shared();
   const bool leader = ctx.thread() == 0;
   if (leader) {
     sh.stop = false;
+    sh.cursor = algo::StepCursor{};
+    sh.stepsDone = 0;
     for (int k = 0; k < task.nbefore && !sh.stop; ++k) {
       const int b = task.before[k];
       sh.stop =
           !dp::waitFor(ctx, launch, t, -1, true, [&] { return ctx.load(&launch.done[b]) != 0; });
     }
   }
-  ctx.sync();
-  if (sh.stop) return;
-  const Op op(call.scalar);
-  algo::StepCursor cursor;
-  algo::Step s;
-  uint64_t stepsDone = 0;
-  while (algo::nextStep(task.program, cursor, s)) {
-    if (leader) sh.stop = !dp::prepareStep(ctx, launch, t, s, stepsDone);
-    ctx.sync();
-    if (sh.stop) return;
-    const ReduceCopyArgs& args = sh.args;
-    if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
-      if (sh.copy) {
-        for (int d = 0; d < args.ndst; ++d)
-          if (args.dst[d] != args.src[0]) ctx.copy(args.dst[d], args.src[0], sh.bytes);
-      } else {
-        for (size_t i = ctx.thread(); i < args.count; i += ctx.threads()) {
-          const T value = reduceCopyElement<T>(op, args, i);
-          for (int d = 0; d < args.ndst; ++d) static_cast<T*>(args.dst[d])[i] = value;
-        }
-      }
+  const Op op(launch.calls[task.call].scalar);
+  for (;;) {
+    if (leader && !sh.stop) {
+      sh.more = algo::nextStep(task.program, sh.cursor, sh.step);
+      if (sh.more) sh.stop = !dp::prepareStep(ctx, launch, t, sh.step, sh.stepsDone);
     }
+    ctx.sync();
+    if (sh.stop || !sh.more) break;
+    dp::stepData<T>(ctx, op, sh);
     ctx.sync();
     if (leader) {
-      dp::finishStep(ctx, task, call, s, sh.bytes);
-      ctx.store(&launch.stepsDone[t], ++stepsDone);
+      dp::finishStep(ctx, task, launch.calls[task.call], sh.step, sh.bytes);
+      ctx.store(&launch.stepsDone[t], ++sh.stepsDone);
     }
   }
-  if (leader) ctx.store(&launch.done[t], 1);
+  if (leader && !sh.stop) ctx.store(&launch.done[t], 1);
 }
 
 }  // namespace loom
