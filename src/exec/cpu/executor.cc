@@ -25,11 +25,6 @@ namespace {
 
 using algo::Prim;
 
-struct Overlap {
-  size_t send;  // indices into ops
-  size_t recv;
-};
-
 // What one call needs besides its tasks, kept per thread and reused: once warm, a call
 // allocates nothing here (clear() keeps capacity).
 struct Scratch {
@@ -48,29 +43,24 @@ struct Scratch {
   std::vector<size_t> taskBegin, useBegin, sendBegin, recvBegin;
   std::vector<std::unique_ptr<Run>> runs;  // grows only: a Run must not move
   std::vector<Run*> runPtrs;
-  struct Interval {
-    uintptr_t begin, end;  // [begin, end) of a Recv buffer
-    size_t op;
-    bool operator<(const Interval& o) const { return begin < o.begin; }
-  };
-  std::vector<Interval> received;
-  std::vector<Overlap> overlaps;
+  std::vector<RecvInterval> received;
+  std::vector<SendRecvOverlap> overlaps;
   std::vector<size_t> firstTask;        // per op: its first task's index
   std::vector<CpuCallFlags> flags;      // per op: what its tasks read (PrimTask::setFlags)
   std::vector<CpuCallFlags> copyFlags;  // per copy to self
 };
-using Interval = Scratch::Interval;
 
-// nccl-tests' in-place send/recv: a Send whose buffer a Recv of the same group overwrites.
-// Such a Send is marked (its peer must get a copy, never read that memory in place) and the
-// Recv's task is gated on the Send's (step i of the receive overwrites only what step i of the
-// send has copied out). Both must then start at the same address: other overlaps have no
-// order that works, so they are refused. Buffers of different communicators are different
-// ranks' memory (their runs may be driven by different threads): they are not paired.
 void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
-  auto& received = scratch.received;
+  pairOverwrittenInputs(ops, scratch.received, scratch.overlaps);
+}
+void runPlanned(std::vector<CollOp>& ops, Scratch& scratch);
+
+}  // namespace
+
+void pairOverwrittenInputs(std::vector<CollOp>& ops, std::vector<RecvInterval>& received,
+                           std::vector<SendRecvOverlap>& overlaps) {
   received.clear();
-  scratch.overlaps.clear();
+  overlaps.clear();
   for (size_t i = 0; i < ops.size(); ++i) {
     const CollOp& op = ops[i];
     if (op.kind != CollKind::kRecv || op.count == 0) continue;
@@ -84,20 +74,17 @@ void findOverwrittenInputs(std::vector<CollOp>& ops, Scratch& scratch) {
     if (op.kind != CollKind::kSend || op.count == 0) continue;
     const auto begin = reinterpret_cast<uintptr_t>(op.sendbuff);
     const uintptr_t end = begin + op.count * dataTypeSize(op.type);
-    for (const Interval& r : received) {
+    for (const RecvInterval& r : received) {
       if (r.begin >= end) break;  // sorted: no later one overlaps
       if (r.end <= begin || ops[r.op].comm != op.comm) continue;
       LOOM_ENFORCE(r.begin == begin, InvalidUsage, "rank ", op.comm->rank(),
                    ": a loomSend buffer and a loomRecv buffer of one group overlap at "
                    "different offsets; use the very same buffer (in place) or separate ones");
       op.inputOverwritten = true;
-      scratch.overlaps.push_back({s, r.op});
+      overlaps.push_back({s, r.op});
     }
   }
 }
-void runPlanned(std::vector<CollOp>& ops, Scratch& scratch);
-
-}  // namespace
 
 void connectComms(const std::map<Comm*, std::vector<LinkRequest>>& wanted) {
   if (wanted.size() == 1) {

@@ -44,6 +44,25 @@ void connectComms(const std::map<Comm*, std::vector<LinkRequest>>& wanted);
 // is the send's buffer) to `selfCopies`. Throws InvalidUsage for unpaired or mismatched ones.
 void planSelfCopies(const std::vector<CollOp>& ops, std::vector<CollOp>& selfCopies);
 
+// nccl-tests' in-place send/recv: a Send whose buffer a Recv of the same group overwrites.
+// Such a Send is marked (op.inputOverwritten: its peer must get a copy, never read that memory
+// in place) and the pair is listed, so an executor gates the Recv's task on the Send's (step i
+// of the receive overwrites only what step i of the send has copied out). Both must then start
+// at the same address: other overlaps have no order that works, so they are refused
+// (InvalidUsage). Buffers of different communicators are different ranks' memory: they are
+// not paired. `received` is scratch.
+struct RecvInterval {
+  uintptr_t begin, end;  // [begin, end) of a Recv buffer
+  size_t op;
+  bool operator<(const RecvInterval& o) const { return begin < o.begin; }
+};
+struct SendRecvOverlap {
+  size_t send;  // indices into ops
+  size_t recv;
+};
+void pairOverwrittenInputs(std::vector<CollOp>& ops, std::vector<RecvInterval>& received,
+                           std::vector<SendRecvOverlap>& overlaps);
+
 // The executor of a CPU communicator, and what it keeps per communicator: the progress engine
 // its calls join, the CMA pull policy, the fast path's cached plan and the host streams.
 class CpuExecutor final : public Executor {

@@ -42,22 +42,6 @@ bool isReduction(CollKind k) {
   return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kReduceScatter;
 }
 
-// Whether a send and a receive of `ops` on one communicator overlap in memory: the CPU
-// executor orders such pairs (executor.cc, findOverwrittenInputs); the device program does not.
-bool sendRecvOverlap(const std::vector<CollOp>& ops) {
-  for (const CollOp& r : ops) {
-    if (r.kind != CollKind::kRecv || r.count == 0) continue;
-    const auto* rb = static_cast<const char*>(r.recvbuff);
-    const char* re = rb + r.count * dataTypeSize(r.type);
-    for (const CollOp& s : ops) {
-      if (s.kind != CollKind::kSend || s.count == 0 || s.comm != r.comm) continue;
-      const auto* sb = static_cast<const char*>(s.sendbuff);
-      if (sb < re && rb < sb + s.count * dataTypeSize(s.type)) return true;
-    }
-  }
-  return false;
-}
-
 // Appends the tasks of one op's plan; false when a connection has no Simple view.
 bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
              std::map<const void*, int>& lastUser, std::string* why) {
@@ -107,10 +91,11 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
 }  // namespace
 
 bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
-  if (sendRecvOverlap(ops)) {
-    *why = "a send and a receive over the same buffer";
-    return false;
-  }
+  // In-place send/receive pairs: refused unless they start at the same address; the receive's
+  // task is then gated on the send's below (the device program copies every send to a slot).
+  std::vector<RecvInterval> received;
+  std::vector<SendRecvOverlap> overlaps;
+  pairOverwrittenInputs(ops, received, overlaps);
   // Connections first, each communicator on its own thread as the CPU executor does (a group
   // may hold several ranks, whose setups wait for each other).
   std::map<Comm*, std::vector<LinkRequest>> wanted;
@@ -122,8 +107,10 @@ bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
   out.timeoutNs = static_cast<uint64_t>(callTimeout(comms).count()) * 1000000u;
   std::map<const void*, int> lastUser;  // connection -> the last task that uses it
   Plan plan;
+  std::vector<int> firstTask(ops.size(), -1);
   for (const CollOp& op : ops) {
     if (isSelf(op)) continue;  // a local copy, below
+    firstTask[static_cast<size_t>(&op - ops.data())] = static_cast<int>(out.tasks.size());
     std::unique_lock<std::mutex> lock = op.comm->lockConnections();
     buildPlan(op, op.seq, plan);
     DeviceCall call;
@@ -137,6 +124,11 @@ bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
     out.ops.push_back(&op);
     if (!addPlan(op, static_cast<int>(out.calls.size()) - 1, plan, out, lastUser, why))
       return false;
+  }
+  for (const SendRecvOverlap& o : overlaps) {
+    const int send = firstTask[o.send], recv = firstTask[o.recv];
+    if (send < 0 || recv < 0) continue;  // to oneself: the copy reads before it writes
+    out.tasks[static_cast<size_t>(recv)].gate = send;
   }
   // Sends to oneself: a copy task each, without connections (as the CPU executor's).
   planSelfCopies(ops, out.selfCopies);

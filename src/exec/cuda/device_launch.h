@@ -52,8 +52,9 @@ struct HostLaunch {
 
 // Connects what `ops` need and builds their launch into `out`. Returns false, with `out`
 // unspecified, when the device program cannot run them, saying why in `why`: a connection
-// without a ring in memory (a wire transport), or a send and a receive of one group over the
-// same buffer. Throws InvalidUsage for sends to oneself without matching receives.
+// without a ring in memory (a wire transport). Throws InvalidUsage for sends to oneself
+// without matching receives, and for a send and a receive of one group whose buffers overlap
+// at different offsets.
 bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why);
 
 // After a launch ran: the host objects of its connections take their counters from the
