@@ -131,34 +131,38 @@ run_all() {
   local check=$bin/loom_gpu_check perf=$bin
   [[ -x $perf/all_reduce_perf ]] || perf=$bin/perf
   local ranks=2,3,4,8 large=1048579 mib=256,1024 busbw=(-b 256M -e 1G -f 2 -n 20 -w 5)
+  local slow=1
   if [[ $dry == 1 ]]; then
-    # Two cores: fewer ranks and smaller buffers; the same code paths.
+    # Two cores, maybe shared with other tests: fewer ranks, smaller buffers (still several
+    # steps per call) and longer limits; the same code paths.
     ranks=2,3
+    large=65539
     mib=4
+    slow=3
     busbw=(-b 1M -e 4M -f 2 -n 5 -w 2)
   fi
-  run_phase probe 60 "$check" probe
+  run_phase probe $((60 * slow)) "$check" probe
   if [[ ${results[-1]} != *" PASS "* ]]; then
     results+=("$(printf '%-20s %-5s %5ss  %s' "(the rest)" SKIP 0 "no device: nothing else can run")")
     return
   fi
   local ipc=0
   [[ ${results[-1]} == *"IPC yes"* ]] && ipc=1
-  run_phase kernels 120 "$check" kernels
+  run_phase kernels $((120 * slow)) "$check" kernels
   for proto in simple ll; do
-    run_phase "collectives-$proto" 150 env LOOM_PROTO=$proto "$check" collectives \
+    run_phase "collectives-$proto" $((150 * slow)) env LOOM_PROTO=$proto "$check" collectives \
       --ranks "$ranks" --counts 0,1,7,4097 --large-counts "$large"
   done
   if [[ $ipc == 1 ]]; then
-    run_phase processes 120 "$check" processes --counts 0,1,7,4097 --large-counts "$large"
+    run_phase processes $((120 * slow)) "$check" processes --counts 0,1,7,4097 --large-counts "$large"
   else
     results+=("$(printf '%-20s %-5s %5ss  %s' processes SKIP 0 "no IPC between processes")")
   fi
-  run_phase stream 60 "$check" stream
-  run_phase faults 90 "$check" faults
-  run_phase bandwidth 90 "$check" bandwidth --mib "$mib"
-  perf_phase allreduce-busbw 120 "$perf/all_reduce_perf" --device cuda -t 2 "${busbw[@]}" -c 1
-  perf_phase allreduce-8B 60 "$perf/all_reduce_perf" --device cuda -t 2 -b 8 -e 8 -n 200 -w 50 -c 1
+  run_phase stream $((60 * slow)) "$check" stream
+  run_phase faults $((90 * slow)) "$check" faults
+  run_phase bandwidth $((90 * slow)) "$check" bandwidth --mib "$mib"
+  perf_phase allreduce-busbw $((120 * slow)) "$perf/all_reduce_perf" --device cuda -t 2 "${busbw[@]}" -c 1
+  perf_phase allreduce-8B $((60 * slow)) "$perf/all_reduce_perf" --device cuda -t 2 -b 8 -e 8 -n 200 -w 50 -c 1
 }
 
 print_table() {

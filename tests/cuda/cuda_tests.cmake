@@ -38,5 +38,5 @@ if(TARGET loom_gpu_check)
   add_test(NAME gpu_check_dry_run
     COMMAND bash ${PROJECT_SOURCE_DIR}/tools/gpu_check.sh --dry-run ${CMAKE_BINARY_DIR})
   set_tests_properties(gpu_check_dry_run PROPERTIES
-    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 300)
+    ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 900)
 endif()
