@@ -7,7 +7,7 @@
 //   - A CUDA communicator's executor will launch kernels on its cudaStream_t. Until the CUDA
 //     data path exists it refuses every call with loomInvalidUsage, saying so, except under
 //     the simulated runtime (LOOM_CUDA_SIM=1), where cuda/sim_executor.h runs the calls on
-//     their streams through the CPU executor's code.
+//     their streams as the device program (cuda/device_program.h) on host threads.
 #pragma once
 
 #include <memory>

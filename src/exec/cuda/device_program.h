@@ -27,7 +27,7 @@
 // Tasks of one launch that use the same connection run in the order the host gave them
 // (DeviceTask::before), as the CPU executor's tasks do.
 //
-// Every wait checks the launch's error word (a failed task ends the launch), the
+// Every wait checks the launch's failure word (a failed task ends the launch), the
 // communicator's abort and the timeout, and stops with a DeviceError instead of hanging.
 //
 // The context `Ctx` is what differs between the simulated runtime and a GPU:

@@ -1,9 +1,10 @@
 // The executor of a CUDA communicator under the simulated runtime (LOOM_CUDA_SIM=1): the first
-// device executor, for tests. It runs the communicator's calls through the CPU executor's code
-// (the same plans, walker and reduceCopy) on the simulated device memory, which is host memory,
-// and it gives them CUDA's stream semantics: a call is enqueued on its cudaStream_t through the
-// device-runtime seam and returns at once, runs after the work before it on that stream, and
-// the work after it waits for it.
+// device executor, for tests. It runs the communicator's calls as the device program
+// (device_program.h: the same plans, walker and per-element math, one host thread per task;
+// calls over wire connections through the CPU executor's code) on the simulated device
+// memory, which is host memory, and it gives them CUDA's stream semantics: a call is enqueued
+// on its cudaStream_t through the device-runtime seam and returns at once, runs after the
+// work before it on that stream, and the work after it waits for it.
 //
 // Each call runs on its stream's thread, so ranks must not share a stream (the legacy default
 // stream is one stream per process): a rank's call waits for its peers, whose calls would queue
