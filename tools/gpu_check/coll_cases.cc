@@ -15,31 +15,8 @@
 namespace loom::gpucheck {
 namespace {
 
-constexpr loomDataType_t kTypes[] = {
-#define LOOM_DATATYPE(e, Type, name) e,
-#include "src/kernels/datatype_table.def"
-};
-
-const char* collName(Coll c) {
-  switch (c) {
-    case Coll::kAllReduce:
-      return "AllReduce";
-    case Coll::kAllGather:
-      return "AllGather";
-    case Coll::kReduceScatter:
-      return "ReduceScatter";
-    case Coll::kBroadcast:
-      return "Broadcast";
-    case Coll::kReduce:
-      return "Reduce";
-    case Coll::kAlltoAll:
-      return "AlltoAll";
-  }
-  return "?";
-}
-
-bool reduces(Coll c) {
-  return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kReduce;
+bool reduces(CollKind c) {
+  return c == CollKind::kAllReduce || c == CollKind::kReduceScatter || c == CollKind::kReduce;
 }
 
 void putValue(loomDataType_t t, unsigned char* at, int v) {
@@ -93,19 +70,24 @@ std::string firstFailure() {
   return firstFailureText;
 }
 
+const std::vector<loomDataType_t> kAllDataTypes = {
+#define LOOM_DATATYPE(e, Type, name) e,
+#include "src/kernels/datatype_table.def"
+};
+
 std::vector<CollCase> collCases(const std::vector<size_t>& counts,
                                 const std::vector<size_t>& largeCounts, bool allCollectives) {
   std::vector<CollCase> cases;
   const loomRedOp_t ops[] = {loomSum, loomProd, loomMax, loomMin, loomAvg};
-  for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kBroadcast,
-                    Coll::kReduce, Coll::kAlltoAll}) {
-    if (!allCollectives && coll != Coll::kAllReduce) continue;
-    for (loomDataType_t type : kTypes)
+  for (CollKind coll : {CollKind::kAllReduce, CollKind::kAllGather, CollKind::kReduceScatter,
+                        CollKind::kBroadcast, CollKind::kReduce, CollKind::kAlltoAll}) {
+    if (!allCollectives && coll != CollKind::kAllReduce) continue;
+    for (loomDataType_t type : kAllDataTypes)
       for (loomRedOp_t op : ops) {
         if (!reduces(coll) && op != loomSum) continue;
         for (size_t count : counts)
           for (bool inPlace : {false, true}) {
-            if (coll == Coll::kAlltoAll && inPlace) continue;
+            if (coll == CollKind::kAlltoAll && inPlace) continue;
             cases.push_back({coll, type, op, count, inPlace});
           }
       }
@@ -126,13 +108,13 @@ CaseBuffers bufferBytes(const CollCase& c, int nranks) {
   const size_t b = c.count * dataTypeSize(c.type);
   CaseBuffers out;
   switch (c.coll) {
-    case Coll::kAllGather:
+    case CollKind::kAllGather:
       out = {b, b * nranks, 0};
       break;
-    case Coll::kReduceScatter:
+    case CollKind::kReduceScatter:
       out = {b * nranks, b, 0};
       break;
-    case Coll::kAlltoAll:
+    case CollKind::kAlltoAll:
       out = {b * nranks, b * nranks, 0};
       break;
     default:
@@ -165,19 +147,22 @@ loomResult_t callCollective(const CollCase& c, unsigned char* send, unsigned cha
   auto s = static_cast<loomStream_t>(stream);
   const size_t b = c.count * dataTypeSize(c.type);
   switch (c.coll) {
-    case Coll::kAllReduce:
+    case CollKind::kAllReduce:
       return loomAllReduce(c.inPlace ? recv : send, recv, c.count, c.type, c.op, comm, s);
-    case Coll::kAllGather:
+    case CollKind::kAllGather:
       return loomAllGather(c.inPlace ? recv + rank * b : send, recv, c.count, c.type, comm, s);
-    case Coll::kReduceScatter:
+    case CollKind::kReduceScatter:
       return loomReduceScatter(c.inPlace ? recv : send, c.inPlace ? recv + rank * b : recv, c.count,
                                c.type, c.op, comm, s);
-    case Coll::kBroadcast:
+    case CollKind::kBroadcast:
       return loomBroadcast(c.inPlace ? recv : send, recv, c.count, c.type, 0, comm, s);
-    case Coll::kReduce:
+    case CollKind::kReduce:
       return loomReduce(c.inPlace ? recv : send, recv, c.count, c.type, c.op, 0, comm, s);
-    case Coll::kAlltoAll:
+    case CollKind::kAlltoAll:
       return loomAlltoAll(send, recv, c.count, c.type, comm, s);
+    case CollKind::kSend:
+    case CollKind::kRecv:
+      break;  // no case makes them
   }
   return loomInternalError;
 }

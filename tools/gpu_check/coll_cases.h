@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "loom/loom.h"
+#include "src/plan/coll.h"
 
 namespace loom::gpucheck {
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAlltoAll };
-
+// The collectives the cases call: CollKind's (src/plan/coll.h), point-to-point left out.
 struct CollCase {
-  Coll coll;
+  CollKind coll;
   loomDataType_t type;
   loomRedOp_t op;
   size_t count;
@@ -29,6 +29,9 @@ struct CollCase {
 std::vector<CollCase> collCases(const std::vector<size_t>& counts,
                                 const std::vector<size_t>& largeCounts, bool allCollectives);
 std::string describe(const CollCase& c);
+
+// Every datatype of the table (src/kernels/datatype_table.def), in its order.
+extern const std::vector<loomDataType_t> kAllDataTypes;
 
 // A rank's buffers (NCCL's sizes; in place the send buffer lies inside the receive one and
 // `send` is 0) and the bytes of its input (in place: the whole receive buffer).

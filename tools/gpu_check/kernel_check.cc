@@ -10,6 +10,7 @@
 
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
+#include "tools/gpu_check/coll_cases.h"
 #include "tools/gpu_check/gpu_check.h"
 
 #if LOOM_HAVE_CUDA
@@ -18,11 +19,6 @@
 
 namespace loom::gpucheck {
 namespace {
-
-constexpr loomDataType_t kTypes[] = {
-#define LOOM_DATATYPE(e, Type, name) e,
-#include "src/kernels/datatype_table.def"
-};
 
 // Bit patterns that float kernels get wrong first: signed zeros, the smallest and largest
 // subnormals, infinities, NaNs of both signs, the largest finite value, one; each format
@@ -135,7 +131,7 @@ int kernels(const Options&) {
 #else
   runtime().setDevice(0);
   int cases = 0, failures = 0;
-  for (loomDataType_t t : kTypes) {
+  for (loomDataType_t t : kAllDataTypes) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       const auto op = static_cast<ReduceOpKind>(o);
       for (size_t count : {size_t{1}, size_t{7}, size_t{4097}, size_t{1048579}}) {
@@ -154,7 +150,7 @@ int kernels(const Options&) {
     }
   }
   std::printf("%d cases (%zu types x %d ops x sources/destinations/counts), %d mismatched\n", cases,
-              std::size(kTypes), kNumReduceOps, failures);
+              kAllDataTypes.size(), kNumReduceOps, failures);
   return report("kernels", failures == 0 ? Verdict::kPass : Verdict::kFail,
                 std::to_string(cases) + " type x op cases bit-identical to the CPU" +
                     (failures ? ", " + std::to_string(failures) + " NOT" : std::string()));
