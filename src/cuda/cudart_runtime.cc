@@ -172,6 +172,22 @@ class CudartRuntime final : public DeviceRuntime {
   }
   void registerHostKernel(const void*, HostKernel) override {}
 
+  bool canAccessPeer(int device, int peer) override {
+    if (device == peer) return true;
+    int can = 0;
+    check(cudaDeviceCanAccessPeer(&can, device, peer), "cudaDeviceCanAccessPeer");
+    return can != 0;
+  }
+  void enablePeerAccess(int peer) override {
+    if (peer == currentDevice()) return;
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();  // the sticky copy of it, so later checks do not see it
+      return;
+    }
+    check(e, "cudaDeviceEnablePeerAccess");
+  }
+
   IpcMemHandle ipcGetMemHandle(void* devPtr) override {
     cudaIpcMemHandle_t h;
     check(cudaIpcGetMemHandle(&h, devPtr), "cudaIpcGetMemHandle");

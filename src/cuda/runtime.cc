@@ -54,6 +54,8 @@ class NoCudaRuntime final : public DeviceRuntime {
   void launchKernel(const void*, Dim3, Dim3, void**, size_t, Stream) override { refuse(); }
   void launchHostFunc(Stream, HostFn, void*) override { refuse(); }
   void registerHostKernel(const void*, HostKernel) override {}
+  bool canAccessPeer(int, int) override { refuse(); }
+  void enablePeerAccess(int) override { refuse(); }
   IpcMemHandle ipcGetMemHandle(void*) override { refuse(); }
   void* ipcOpenMemHandle(const IpcMemHandle&) override { refuse(); }
   void ipcCloseMemHandle(void*) override { refuse(); }

@@ -160,6 +160,11 @@ class DeviceRuntime {
 
   // Device memory shared with other processes (cudaIpc*). open maps a peer's allocation into
   // this process; close unmaps it.
+  // Whether `device` may map `peer`'s memory (cudaDeviceCanAccessPeer; true for one device),
+  // and enabling that for the current device (cudaDeviceEnablePeerAccess; enabling it again
+  // is not an error).
+  virtual bool canAccessPeer(int device, int peer) = 0;
+  virtual void enablePeerAccess(int peer) = 0;
   virtual IpcMemHandle ipcGetMemHandle(void* devPtr) = 0;
   virtual void* ipcOpenMemHandle(const IpcMemHandle& handle) = 0;
   virtual void ipcCloseMemHandle(void* devPtr) = 0;

@@ -269,6 +269,14 @@ class SimRuntime final : public DeviceRuntime {
     twins_[func] = twin;
   }
 
+  // Simulated devices share the host's memory: every pair may map each other's.
+  bool canAccessPeer(int device, int peer) override {
+    checkDevice(device, "cudaDeviceCanAccessPeer");
+    checkDevice(peer, "cudaDeviceCanAccessPeer");
+    return true;
+  }
+  void enablePeerAccess(int peer) override { checkDevice(peer, "cudaDeviceEnablePeerAccess"); }
+
   IpcMemHandle ipcGetMemHandle(void* devPtr) override {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocs_.find(reinterpret_cast<uintptr_t>(devPtr));
@@ -342,7 +350,16 @@ class SimRuntime final : public DeviceRuntime {
   }
   SimStream& defaultStream() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!legacy_) legacy_ = std::make_unique<SimStream>(0);
+    const pid_t self = ::getpid();
+    if (legacy_ && legacyPid_ != self) {
+      // A fork's child inherits the stream but not its thread: it gets a stream of its own
+      // (the parent's object is left alone; joining a thread of another process is undefined).
+      (void)legacy_.release();
+    }
+    if (!legacy_) {
+      legacy_ = std::make_unique<SimStream>(0);
+      legacyPid_ = self;
+    }
     return *legacy_;
   }
   SimStream& stream(Stream s) {
@@ -351,6 +368,10 @@ class SimRuntime final : public DeviceRuntime {
     auto it = streams_.find(s);
     if (it == streams_.end())
       fail("a stream call", "cudaErrorInvalidResourceHandle", "unknown stream");
+    if (it->second->pid() != ::getpid())
+      fail("a stream call", "cudaErrorInitializationError",
+           "the stream was created before this process forked; as with CUDA, a forked child "
+           "cannot use its parent's streams");
     return *it->second;
   }
   std::shared_ptr<SimEvent> event(Event e) {
@@ -366,6 +387,7 @@ class SimRuntime final : public DeviceRuntime {
   std::map<uintptr_t, Allocation> allocs_;
   std::unordered_map<Stream, std::shared_ptr<SimStream>> streams_;
   std::unique_ptr<SimStream> legacy_;
+  pid_t legacyPid_ = 0;  // the process whose thread runs legacy_
   std::unordered_map<Event, std::shared_ptr<SimEvent>> events_;
   std::unordered_map<const void*, HostKernel> twins_;
   DriverEntryPoints driver_;  // the simulation has no driver API

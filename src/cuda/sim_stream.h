@@ -7,6 +7,8 @@
 // which is what CUDA does.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -27,6 +29,8 @@ class SimStream {
   SimStream& operator=(const SimStream&) = delete;
 
   int device() const { return device_; }
+  // The process whose thread runs this stream (a fork's child has none of its own).
+  pid_t pid() const { return pid_; }
   void enqueue(std::function<void()> work);
   // Waits until everything enqueued so far has run. A failure of that work (an exception of a
   // host kernel) is rethrown here once, as CudaError, like a sticky launch failure.
@@ -37,6 +41,7 @@ class SimStream {
   void loop();
 
   const int device_;
+  const pid_t pid_ = ::getpid();
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::deque<std::function<void()>> queue_;
