@@ -16,9 +16,6 @@ constexpr uint32_t kLLBlobMagic = 0x4c4d4c4c;  // "LMLL"
 constexpr uint32_t kLLAckMagic = 0x4c4d4c41;   // "LMLA"
 constexpr size_t kWordsPerSlot = kLLSlotRawBytes / 8;
 constexpr size_t kDataWords = kLLSlotBytes / kLLBytesPerWord;
-static_assert(kLLHeaderBytes == kLLHeaderWords * 8);
-// A refresh round (ll_words.h) must start at slot 0 and write each slot once.
-static_assert(kLLRefreshSteps % kSlots == 0 && kLLRefreshSteps < (uint64_t{1} << 32));
 
 struct LLBlob {
   uint32_t magic = kLLBlobMagic;
@@ -51,18 +48,9 @@ uint64_t* wordsOf(void* base) {
 
 // The segment as the primitives see it; `step` is the side's own counter.
 ConnectionView makeView(void* base, uint64_t* step) {
-  ConnectionView v;
-  v.protocol = Protocol::kLL;
-  v.memory = MemoryKind::kHost;
-  v.ll.slots = wordsOf(base);
-  v.ll.nslots = kSlots;
-  v.ll.slotStrideWords = kWordsPerSlot;
-  v.ll.headerWords = kLLHeaderWords;
-  v.ll.dataWords = kDataWords;
-  v.ll.refreshSteps = kLLRefreshSteps;
-  v.ll.head = reinterpret_cast<const uint64_t*>(&static_cast<LLControl*>(base)->head);
-  v.ll.step = step;
-  return v;
+  return llRingView(wordsOf(base),
+                    reinterpret_cast<const uint64_t*>(&static_cast<LLControl*>(base)->head), step,
+                    MemoryKind::kHost);
 }
 
 class LLSendConnection final : public SendConnection {

@@ -12,10 +12,8 @@
 // Layout of the segment (created by the receiver, imported by the sender, like Simple): a
 // control page whose first cache line holds head (the receiver's released steps, the only
 // counter: flow control is Simple's, at most kSlots steps ahead),
-// then kSlots slots of kLLSlotRawBytes. A slot is one header line (word 0: byte count, word 1:
-// tag) followed by kLLSlotBytes / 4 data words: 64 KiB of LL data words per connection, 4 KiB
-// of payload per step. The size is fixed, not LOOM_BUFFSIZE: LL only pays off for messages
-// this small, so larger ones belong on Simple (the planner's choice, not the transport's).
+// then the LL ring every memory transport lays out alike (transports/ring_views.h): kSlots
+// slots, 4 KiB of payload per step.
 //
 // Flags, header order and refresh: the LL word rules in src/kernels/ll_words.h, shared with
 // the primitives that write and read the words.
@@ -32,16 +30,16 @@
 #include <cstdint>
 #include <memory>
 
+#include "transports/ring_views.h"
 #include "transports/slot_ring.h"
 #include "transports/transport_setup.h"
 
 namespace loom::transport::shm {
 
-inline constexpr size_t kLLSlotBytes = 4096;          // payload per step
-inline constexpr size_t kLLHeaderBytes = kCacheLine;  // words 0 and 1, then padding
-inline constexpr size_t kLLSlotRawBytes = kLLHeaderBytes + 2 * kLLSlotBytes;
-inline constexpr size_t kLLSegmentBytes = kPageBytes + kSlots * kLLSlotRawBytes;
-inline constexpr uint64_t kLLRefreshSteps = uint64_t{1} << 30;
+using transport::kLLRefreshSteps;
+using transport::kLLSlotBytes;
+using transport::kLLSlotRawBytes;
+inline constexpr size_t kLLSegmentBytes = kPageBytes + kLLRingBytes;
 
 // Phase 1 and phase 2 of an LL connection (ShmTransport calls them when ctx.protocol is kLL).
 std::unique_ptr<PendingRecv> setupLLRecv(const SetupContext& ctx, ConnectBlob* blob);
