@@ -8,6 +8,7 @@
 #include "src/base/env.h"
 #include "src/base/error.h"
 #include "src/base/logging.h"
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/slot_ring.h"
 #include "transports/socket/socket_transport.h"
@@ -158,7 +159,8 @@ class Batch {
     LOOM_ENFORCE(std::strcmp(in.transport, t.name()) == 0, InvalidArgument,
                  linkText(comm_.rank(), r.peer, r.channel), ": rank ", r.peer, " chose the ",
                  in.transport, " transport and rank ", comm_.rank(), " chose ", t.name(),
-                 ". Set LOOM_TRANSPORT and LOOM_SHM_DISABLE the same on every rank");
+                 ". Set LOOM_TRANSPORT, LOOM_SHM_DISABLE, LOOM_P2P_DISABLE and LOOM_P2P_LEVEL the "
+                 "same on every rank");
     ConnectBlob ack;
     out_.sends.push_back(t.connectSend(context(r), in.blob, &ack));
     out_.sendTransport.push_back(t.name());
@@ -204,13 +206,14 @@ class Batch {
 
 const std::vector<Transport*>& transports() {
   // Stateless objects, in order of preference; the table is constant after first use.
+  static CudaIpcTransport cudaIpc;
   static ShmTransport shm;
   static SocketTransport socket;
 #if LOOM_HAVE_IBVERBS
   static ib::IbTransport ib;
-  static const std::vector<Transport*> table{&shm, &ib, &socket};
+  static const std::vector<Transport*> table{&cudaIpc, &shm, &ib, &socket};
 #else
-  static const std::vector<Transport*> table{&shm, &socket};
+  static const std::vector<Transport*> table{&cudaIpc, &shm, &socket};
 #endif
   return table;
 }

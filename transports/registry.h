@@ -1,7 +1,7 @@
 // Which transport connects each pair of ranks, and the batch setup of many connections.
 //
-// Selection is NCCL's: the transports stand in order of preference (shm, ib, then socket) and
-// the first whose canConnect accepts the pair wins. LOOM_TRANSPORT=shm|ib|socket forces one for
+// Selection is NCCL's: the transports stand in order of preference (cuda_ipc, shm, ib, then
+// socket) and the first whose canConnect accepts the pair wins. LOOM_TRANSPORT forces one for
 // every pair; forcing one that cannot connect a pair is an InvalidArgument that says why. Both ends
 // of a connection choose on their own from the same rank information, and the sender checks
 // that the receiver chose the same (their environments may differ).

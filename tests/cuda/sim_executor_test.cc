@@ -17,6 +17,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/comm_registry.h"
 #include "src/cuda/runtime.h"
+#include "tests/cuda/fork_pair.h"
 #include "tests/test_util.h"
 #include "tools/gpu_check/coll_cases.h"
 
@@ -69,6 +70,18 @@ TEST_P(SimExecutorMatrix, BitIdenticalToCpuCommunicators) {
 INSTANTIATE_TEST_SUITE_P(Ranks, SimExecutorMatrix,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values("simple", "ll")));
+
+// The matrix above runs over CUDA IPC rings in device memory (transports/cuda_ipc). With
+// LOOM_P2P_DISABLE=1 the ranks connect through shm rings in host memory instead, which the
+// device program steps alike.
+TEST(SimExecutor, ShmRingsWhenP2PIsDisabledSimple) {
+  test::ScopedEnv p2p("LOOM_P2P_DISABLE", "1");
+  expectBitIdentical(3, "simple");
+}
+TEST(SimExecutor, ShmRingsWhenP2PIsDisabledLL) {
+  test::ScopedEnv p2p("LOOM_P2P_DISABLE", "1");
+  expectBitIdentical(3, "ll");
+}
 
 // Four ranks on two GPUs of an Azure NDv2 (its NCCL topology file): the ring keeps each GPU's
 // ranks side by side (0 2 1 3, not rank order) and every result is still exact.
@@ -165,32 +178,11 @@ TEST(SimExecutor, ProcessesShareAGpu) {
     rt.streamDestroy(stream);
     return loomCommDestroy(comm) == loomSuccess ? 0 : 13;
   };
-  // Fork before this process starts any thread (the unique id's root listener is one): a child
-  // forked while another thread holds a lock, such as a sanitizer's allocator lock, can
-  // deadlock. The child gets the id through a pipe.
-  int idPipe[2];
-  ASSERT_EQ(pipe(idPipe), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(idPipe[1]);
-    loomUniqueId id;
-    const bool got = read(idPipe[0], &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id));
-    _exit(got ? rank(1, id) : 14);
-  }
-  close(idPipe[0]);
-  loomUniqueId id;
-  ASSERT_EQ(loomGetUniqueId(&id), loomSuccess);
-  ASSERT_EQ(write(idPipe[1], &id, sizeof(id)), static_cast<ssize_t>(sizeof(id)));
-  close(idPipe[1]);
   ::testing::internal::CaptureStderr();
-  const int parent = rank(0, id);
+  const test::ForkedPair result = test::runForkedPair(rank);
   const std::string log = ::testing::internal::GetCapturedStderr();
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_EQ(parent, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(result.parent, 0);
+  EXPECT_EQ(result.childStatus, 0);
   EXPECT_TRUE(contains(log, "MPS is not running")) << log;
 }
 
