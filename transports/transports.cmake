@@ -3,6 +3,7 @@ list(APPEND loom_sources
   transports/cuda_ipc/cuda_ipc_transport.cc
   transports/registry.cc
   transports/slot_ring.cc
+  transports/shm/device_mapping.cc
   transports/shm/direct_read.cc
   transports/shm/fd_passing.cc
   transports/shm/fd_server.cc

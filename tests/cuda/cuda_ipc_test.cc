@@ -121,30 +121,43 @@ std::vector<ConnectionRequest> ring(const Comm& comm, Protocol protocol) {
   return requests;
 }
 
-// "" when every connection of `conns` is a cuda_ipc ring in the receiver's device memory, as
-// the runtime sees it, else what is not.
-std::string checkDeviceRings(const Comm& comm, const Connections& conns, Protocol protocol) {
+// "" when every connection of `conns` went through `transport` and its view is a ring of
+// `protocol` that the ranks' GPUs reach: in the receiver's device memory (cuda_ipc), or in
+// host memory mapped into the device (shm for a GPU rank); else what is not.
+std::string checkDeviceRings(const Comm& comm, const Connections& conns, Protocol protocol,
+                             const char* transport = "cuda_ipc") {
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+  const bool ipc = std::string(transport) == "cuda_ipc";
   const int next = (comm.rank() + 1) % comm.nranks();
-  for (size_t i = 0; i < conns.sends.size(); ++i) {
-    if (std::string(conns.sendTransport[i]) != "cuda_ipc")
-      return strCat("send ", i, " via ", conns.sendTransport[i]);
-    const transport::ConnectionView* v = conns.sends[i]->view();
+  auto check = [&](const transport::ConnectionView* v, const char* name, const char* side, size_t i,
+                   int owner) -> std::string {
+    if (std::string(name) != transport) return strCat(side, " ", i, " via ", name);
     const void* slots = protocol == Protocol::kLL ? static_cast<const void*>(v->ll.slots)
                                                   : static_cast<const void*>(v->simple.slots);
     const cuda::PointerInfo info = rt.pointerInfo(slots);
-    if (v->protocol != protocol || v->memory != MemoryKind::kDevice ||
-        info.kind != cuda::PointerKind::kDevice || info.device != comm.rankInfo(next).device)
-      return strCat("send ", i, ": not a ", protocol == Protocol::kLL ? "LL" : "Simple",
-                    " ring in GPU ", comm.rankInfo(next).device, "'s memory (",
-                    cuda::pointerKindName(info.kind), " of device ", info.device, ")");
+    const bool ok =
+        v->protocol == protocol &&
+        (ipc ? v->memory == MemoryKind::kDevice && info.kind == cuda::PointerKind::kDevice &&
+                   info.device == owner
+             : v->memory == MemoryKind::kHostMapped &&
+                   info.kind == cuda::PointerKind::kHostPinned && info.devicePointer == slots);
+    if (!ok)
+      return strCat(side, " ", i, ": not a ", protocol == Protocol::kLL ? "LL" : "Simple",
+                    " ring the GPU reaches (", cuda::pointerKindName(info.kind), " of device ",
+                    info.device, ")");
+    if (protocol == Protocol::kLL && rt.pointerInfo(v->ll.step).kind != info.kind)
+      return strCat(side, " ", i, ": its step counter is not beside its ring");
+    return "";
+  };
+  for (size_t i = 0; i < conns.sends.size(); ++i) {
+    std::string e = check(conns.sends[i]->view(), conns.sendTransport[i], "send", i,
+                          comm.rankInfo(next).device);
+    if (!e.empty()) return e;
   }
   for (size_t i = 0; i < conns.recvs.size(); ++i) {
-    if (std::string(conns.recvTransport[i]) != "cuda_ipc")
-      return strCat("receive ", i, " via ", conns.recvTransport[i]);
-    const transport::ConnectionView* v = conns.recvs[i]->view();
-    if (v->memory != MemoryKind::kDevice || v->protocol != protocol)
-      return strCat("receive ", i, ": not a device ring");
+    std::string e = check(conns.recvs[i]->view(), conns.recvTransport[i], "receive", i,
+                          comm.rankInfo(comm.rank()).device);
+    if (!e.empty()) return e;
   }
   return "";
 }
@@ -185,6 +198,37 @@ TEST(CudaIpcRings, LiveInTheReceiversGpuBetweenThreads) {
   }
 }
 
+// GPU ranks that CUDA IPC does not take connect through shm, whose rings each side maps into
+// its GPU (cudaHostRegister): the views are the device's addresses, and the host still steps
+// the ring through its own.
+TEST(CudaIpcRings, WithoutP2PShmRingsAreMappedIntoTheGpu) {
+  ScopedEnv disable("LOOM_P2P_DISABLE", "1");
+  const int devices[2] = {0, 1};
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+    loomComm_t comms[2] = {};
+    ASSERT_EQ(loomCommInitAll(comms, 2, devices), loomSuccess) << loomGetLastError(nullptr);
+    std::vector<std::string> errors(2);
+    std::vector<Connections> kept(2);
+    test::runThreads(2, [&](int r) {
+      try {
+        Comm& comm = *findComm(comms[r]);
+        kept[r] = transport::connectAll(comm, ring(comm, protocol), /*batchTag=*/1);
+        errors[r] = checkDeviceRings(comm, kept[r], protocol, "shm");
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    // Unregistered with their connections: the runtime knows none of the rings any more.
+    const void* slots = protocol == Protocol::kLL
+                            ? static_cast<const void*>(kept[0].sends[0]->view()->ll.slots)
+                            : static_cast<const void*>(kept[0].sends[0]->view()->simple.slots);
+    kept.clear();
+    EXPECT_EQ(cuda::deviceRuntime().pointerInfo(slots).kind, cuda::PointerKind::kUnregistered);
+    for (loomComm_t c : comms) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
+  }
+}
+
 // Two processes on GPU 0 and GPU 1 (LOOM_P2P_LEVEL=SYS, since the simulated GPUs have no path
 // in the topology): each opens the other's ring through its IPC handle (a memfd here), and
 // an AllReduce over those rings, run by the device program, is exact.
@@ -202,6 +246,10 @@ TEST(CudaIpcRings, CrossProcessesThroughIpcHandles) {
       const uint32_t tag = transport::kMaxBatchTag - (protocol == Protocol::kLL ? 1 : 0);
       Connections conns = transport::connectAll(comm, ring(comm, protocol), tag);
       if (!checkDeviceRings(comm, conns, protocol).empty()) return 11;
+      // And with CUDA IPC refused, shm rings mapped into each side's GPU.
+      ScopedEnv off("LOOM_P2P_DISABLE", "1");
+      Connections shm = transport::connectAll(comm, ring(comm, protocol), tag - 2);
+      if (!checkDeviceRings(comm, shm, protocol, "shm").empty()) return 15;
     }
     cuda::DeviceRuntime& rt = cuda::deviceRuntime();
     rt.setDevice(r);

@@ -6,6 +6,7 @@
 
 #include "src/base/error.h"
 #include "src/kernels/ll_words.h"
+#include "transports/shm/device_mapping.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/wait.h"
 
@@ -33,8 +34,13 @@ struct LLAck {
 // The only counter: the sender never publishes a tail, its flags do that.
 struct LLControl {
   alignas(kCacheLine) std::atomic<uint64_t> head{0};  // written by the receiver only
-  alignas(kCacheLine) Doorbell dataBell;              // the receiver sleeps on it (wait.h)
-  alignas(kCacheLine) Doorbell spaceBell;             // the sender sleeps on it
+  // Each side's next step (LLRingView::step), each on its own line and touched by its side
+  // only. In the segment rather than in the connection object because a GPU rank's device
+  // program advances it through the segment's device mapping (device_mapping.h).
+  alignas(kCacheLine) uint64_t senderStep = 0;
+  alignas(kCacheLine) uint64_t receiverStep = 0;
+  alignas(kCacheLine) Doorbell dataBell;   // the receiver sleeps on it (wait.h)
+  alignas(kCacheLine) Doorbell spaceBell;  // the sender sleeps on it
 };
 static_assert(sizeof(LLControl) <= kPageBytes);
 // The view shows head as a plain word (connection_view.h has no std::atomic).
@@ -55,10 +61,13 @@ ConnectionView makeView(void* base, uint64_t* step) {
 
 class LLSendConnection final : public SendConnection {
  public:
-  LLSendConnection(ShmSegment segment, int peer)
+  LLSendConnection(ShmSegment segment, DeviceMapping mapping, int peer)
       : segment_(std::move(segment)),
+        mapping_(std::move(mapping)),
         control_(static_cast<LLControl*>(segment_.data())),
+        tail_(control_->senderStep),
         view_(makeView(segment_.data(), &tail_)),
+        published_(mapping_.deviceView(view_)),
         staging_(kLLSlotBytes),
         peer_(peer) {}
 
@@ -95,7 +104,7 @@ class LLSendConnection final : public SendConnection {
   bool drained() const override { return true; }  // the data words are in the slot already
   size_t slotBytes() const override { return kLLSlotBytes; }
   void checkPeer() const override { checkPeerHolds(segment_, peer_); }
-  const ConnectionView* view() const override { return &view_; }
+  const ConnectionView* view() const override { return &published_; }
 
  private:
   void checkPost(size_t bytes) {
@@ -120,9 +129,11 @@ class LLSendConnection final : public SendConnection {
   }
 
   ShmSegment segment_;
+  DeviceMapping mapping_;
   LLControl* control_;
-  uint64_t tail_ = 0;  // steps posted (private: the flags publish them); view_ points here
-  ConnectionView view_;
+  uint64_t& tail_;       // steps posted (ours alone: the flags publish them); view_ points here
+  ConnectionView view_;  // in this process's addresses, for the calls below
+  ConnectionView published_;  // view(): the device's addresses on a GPU rank, else view_
   PrivateMemory staging_;
   int peer_;
   uint64_t head_ = 0;  // the receiver's head as last seen
@@ -131,10 +142,13 @@ class LLSendConnection final : public SendConnection {
 
 class LLRecvConnection final : public RecvConnection {
  public:
-  LLRecvConnection(ShmSegment segment, int peer)
+  LLRecvConnection(ShmSegment segment, DeviceMapping mapping, int peer)
       : segment_(std::move(segment)),
+        mapping_(std::move(mapping)),
         control_(static_cast<LLControl*>(segment_.data())),
+        head_(control_->receiverStep),
         view_(makeView(segment_.data(), &head_)),
+        published_(mapping_.deviceView(view_)),
         staging_(kLLSlotBytes),
         peer_(peer) {}
 
@@ -172,7 +186,7 @@ class LLRecvConnection final : public RecvConnection {
   bool progress() override { return false; }
   size_t slotBytes() const override { return kLLSlotBytes; }
   void checkPeer() const override { checkPeerHolds(segment_, peer_); }
-  const ConnectionView* view() const override { return &view_; }
+  const ConnectionView* view() const override { return &published_; }
 
  private:
   // True once the header and every data word of step head_ carry its flag; each call resumes
@@ -209,9 +223,11 @@ class LLRecvConnection final : public RecvConnection {
   enum Landed : uint8_t { kNoHeader, kHeader, kLanded };
 
   ShmSegment segment_;
+  DeviceMapping mapping_;
   LLControl* control_;
-  uint64_t head_ = 0;  // steps released (only we write head); view_ points here
-  ConnectionView view_;
+  uint64_t& head_;            // steps released (only we write head); view_ points here
+  ConnectionView view_;       // in this process's addresses, for the calls below
+  ConnectionView published_;  // view(): the device's addresses on a GPU rank, else view_
   PrivateMemory staging_;
   int peer_;
   Landed landed_ = kNoHeader;  // of step head_
@@ -223,19 +239,22 @@ class LLRecvConnection final : public RecvConnection {
 
 class LLPendingRecv final : public PendingRecv {
  public:
-  LLPendingRecv(ShmSegment segment, int peer) : segment_(std::move(segment)), peer_(peer) {}
+  LLPendingRecv(ShmSegment segment, int peer, int device)
+      : segment_(std::move(segment)), peer_(peer), device_(device) {}
 
   std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) override {
     const auto a = fromBlob<LLAck>(ack);
     LOOM_ENFORCE(a.magic == kLLAckMagic, RemoteError, "rank ", peer_,
                  " sent a malformed shm LL acknowledgement");
     segment_.peerAttached(a.marked != 0);  // the sender has the ring: withdraw the fd's offer
-    return std::make_unique<LLRecvConnection>(std::move(segment_), peer_);
+    DeviceMapping mapping = deviceMappingFor(segment_, device_);
+    return std::make_unique<LLRecvConnection>(std::move(segment_), std::move(mapping), peer_);
   }
 
  private:
   ShmSegment segment_;
   int peer_;
+  int device_;
 };
 
 }  // namespace
@@ -250,7 +269,7 @@ std::unique_ptr<PendingRecv> setupLLRecv(const SetupContext& ctx, ConnectBlob* b
   LLBlob b;
   b.segment = segment.handle();
   toBlob(b, blob);
-  return std::make_unique<LLPendingRecv>(std::move(segment), ctx.peer);
+  return std::make_unique<LLPendingRecv>(std::move(segment), ctx.peer, ctx.device);
 }
 
 std::unique_ptr<SendConnection> connectLLSend(const SetupContext& ctx, const ConnectBlob& blob,
@@ -265,7 +284,8 @@ std::unique_ptr<SendConnection> connectLLSend(const SetupContext& ctx, const Con
   LLAck a;
   a.marked = segment.marked() ? 1 : 0;
   toBlob(a, ack);
-  return std::make_unique<LLSendConnection>(std::move(segment), ctx.peer);
+  DeviceMapping mapping = deviceMappingFor(segment, ctx.device);
+  return std::make_unique<LLSendConnection>(std::move(segment), std::move(mapping), ctx.peer);
 }
 
 }  // namespace loom::transport::shm

@@ -8,6 +8,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/mem/region_registry.h"
+#include "transports/shm/device_mapping.h"
 #include "transports/shm/direct_read.h"
 #include "transports/shm/ll_connection.h"
 #include "transports/shm/registered_read.h"
@@ -77,10 +78,13 @@ static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 
 class ShmSendConnection final : public SendConnection {
  public:
-  ShmSendConnection(shm::ShmSegment segment, size_t slotBytes, int peer, shm::DirectMode direct)
+  ShmSendConnection(shm::ShmSegment segment, shm::DeviceMapping mapping, size_t slotBytes, int peer,
+                    shm::DirectMode direct)
       : segment_(std::move(segment)),
+        mapping_(std::move(mapping)),
         ring_{static_cast<RingControl*>(segment_.data()),
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
+        view_(mapping_.deviceView(ring_.view())),
         peer_(peer),
         direct_(direct),
         cmaMin_(shm::hasMode(direct, shm::DirectMode::kCma) ? shm::cmaThreshold() : 0) {}
@@ -177,8 +181,9 @@ class ShmSendConnection final : public SendConnection {
   }
 
   shm::ShmSegment segment_;
+  shm::DeviceMapping mapping_;  // a GPU rank's: view_ is then in the device's addresses
   RingView ring_;
-  ConnectionView view_ = ring_.view();
+  ConnectionView view_;
   int peer_;
   shm::DirectMode direct_;
   size_t cmaMin_;                    // smallest step pulled with CMA
@@ -192,11 +197,14 @@ class ShmSendConnection final : public SendConnection {
 
 class ShmRecvConnection final : public RecvConnection {
  public:
-  ShmRecvConnection(shm::ShmSegment segment, size_t slotBytes, int peer, shm::DirectMode direct,
-                    int32_t senderPid, std::shared_ptr<shm::PeerRegions> regions)
+  ShmRecvConnection(shm::ShmSegment segment, shm::DeviceMapping mapping, size_t slotBytes, int peer,
+                    shm::DirectMode direct, int32_t senderPid,
+                    std::shared_ptr<shm::PeerRegions> regions)
       : segment_(std::move(segment)),
+        mapping_(std::move(mapping)),
         ring_{static_cast<RingControl*>(segment_.data()),
               static_cast<uint8_t*>(segment_.data()) + kRingDataOffset, slotBytes},
+        view_(mapping_.deviceView(ring_.view())),
         peer_(peer),
         direct_(direct),
         senderPid_(senderPid),
@@ -278,8 +286,9 @@ class ShmRecvConnection final : public RecvConnection {
   }
 
   shm::ShmSegment segment_;
+  shm::DeviceMapping mapping_;  // a GPU rank's: view_ is then in the device's addresses
   RingView ring_;
-  ConnectionView view_ = ring_.view();
+  ConnectionView view_;
   int peer_;
   shm::DirectMode direct_;
   int32_t senderPid_;
@@ -296,8 +305,8 @@ class ShmRecvConnection final : public RecvConnection {
 
 class ShmPendingRecv final : public PendingRecv {
  public:
-  ShmPendingRecv(shm::ShmSegment segment, size_t slotBytes, int peer)
-      : segment_(std::move(segment)), slotBytes_(slotBytes), peer_(peer) {}
+  ShmPendingRecv(shm::ShmSegment segment, size_t slotBytes, int peer, int device)
+      : segment_(std::move(segment)), slotBytes_(slotBytes), peer_(peer), device_(device) {}
 
   std::unique_ptr<RecvConnection> finish(const ConnectBlob& ack) override {
     const auto a = fromBlob<ShmAck>(ack);
@@ -327,14 +336,16 @@ class ShmPendingRecv final : public PendingRecv {
       static_cast<RingControl*>(segment_.data())
           ->cmaVerdict.store(may ? 1 : 2, std::memory_order_release);
     }
-    return std::make_unique<ShmRecvConnection>(std::move(segment_), slotBytes_, peer_, mode,
-                                               a.sender.pid, std::move(regions));
+    shm::DeviceMapping mapping = shm::deviceMappingFor(segment_, device_);
+    return std::make_unique<ShmRecvConnection>(std::move(segment_), std::move(mapping), slotBytes_,
+                                               peer_, mode, a.sender.pid, std::move(regions));
   }
 
  private:
   shm::ShmSegment segment_;
   size_t slotBytes_;
   int peer_;
+  int device_;
 };
 
 }  // namespace
@@ -372,7 +383,7 @@ std::unique_ptr<PendingRecv> ShmTransport::setupRecv(const SetupContext& ctx, Co
   b.receiver = shm::thisProcess();
   b.segment = segment.handle();
   toBlob(b, blob);
-  return std::make_unique<ShmPendingRecv>(std::move(segment), slotBytes, ctx.peer);
+  return std::make_unique<ShmPendingRecv>(std::move(segment), slotBytes, ctx.peer, ctx.device);
 }
 
 std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ctx,
@@ -407,7 +418,9 @@ std::unique_ptr<SendConnection> ShmTransport::connectSend(const SetupContext& ct
     LOOM_INFO(kLogShm, "rank ", ctx.peers.rank(), " -> rank ", ctx.peer, " channel ", ctx.channel,
               ": CMA offered from ", shm::cmaThreshold(), " bytes (the receiver checks it may)");
   }
-  return std::make_unique<ShmSendConnection>(std::move(segment), b.slotBytes, ctx.peer, direct);
+  shm::DeviceMapping mapping = shm::deviceMappingFor(segment, ctx.device);
+  return std::make_unique<ShmSendConnection>(std::move(segment), std::move(mapping), b.slotBytes,
+                                             ctx.peer, direct);
 }
 
 }  // namespace loom::transport
