@@ -18,6 +18,10 @@
 //     different GPUs can access each other's memory.
 // Other CUDA pairs on one host take shm, whose rings the device reaches through the host.
 //
+// Setup makes CUDA calls (cudaMalloc, cudaMemcpy, IPC handles), which CUDA forbids inside a
+// stream's host function: an executor on a GPU connects before it enqueues a call. (The
+// simulated executor connects on its stream's thread, which the simulated runtime allows.)
+//
 // The rings are stepped only by device code: the connections' host-side calls (tryAcquire,
 // tryReceive, ...) refuse, so a call that the device program cannot run (one that also needs a
 // wire transport) fails with a message instead of touching device memory from the host.
