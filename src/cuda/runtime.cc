@@ -115,6 +115,19 @@ const char* pointerKindName(PointerKind kind) {
   return "unknown memory";
 }
 
+CurrentDeviceScope::CurrentDeviceScope(int device)
+    : rt_(deviceRuntime()), previous_(rt_.currentDevice()) {
+  if (previous_ != device) rt_.setDevice(device);
+}
+
+CurrentDeviceScope::~CurrentDeviceScope() {
+  try {
+    if (rt_.currentDevice() != previous_) rt_.setDevice(previous_);
+  } catch (const std::exception& e) {
+    LOOM_WARN(kLogInit, "could not make device ", previous_, " current again: ", e.what());
+  }
+}
+
 std::string uuidString(const std::array<uint8_t, 16>& u) {
   char out[48];
   std::snprintf(out, sizeof(out),

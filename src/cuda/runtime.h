@@ -178,6 +178,21 @@ DeviceRuntime& deviceRuntime();
 // Whether deviceRuntime() has been made: CPU-only processes never make it.
 bool deviceRuntimeLoaded();
 
+// Makes `device` the calling thread's current device for its scope, and the previous one
+// current again after it (connections are set up on whichever thread connects them, and the
+// caller's current device must survive that).
+class CurrentDeviceScope {
+ public:
+  explicit CurrentDeviceScope(int device);
+  ~CurrentDeviceScope();
+  CurrentDeviceScope(const CurrentDeviceScope&) = delete;
+  CurrentDeviceScope& operator=(const CurrentDeviceScope&) = delete;
+
+ private:
+  DeviceRuntime& rt_;
+  int previous_;
+};
+
 // "GPU-<uuid>" in nvidia-smi's form, for messages.
 std::string uuidString(const std::array<uint8_t, 16>& uuid);
 

@@ -97,29 +97,6 @@ struct IpcAck {
   uint32_t magic = kAckMagic;
 };
 
-// Makes `device` current on this thread for the scope (connections are set up on whichever
-// thread connects them; the caller's current device is left as it was).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) : rt_(cuda::deviceRuntime()), previous_(rt_.currentDevice()) {
-    if (previous_ != device) rt_.setDevice(device);
-  }
-  ~DeviceScope() {
-    try {
-      if (rt_.currentDevice() != previous_) rt_.setDevice(previous_);
-    } catch (const std::exception& e) {
-      LOOM_WARN(kLogP2p, "cuda_ipc: could not restore the current device ", previous_, ": ",
-                e.what());
-    }
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  cuda::DeviceRuntime& rt_;
-  int previous_;
-};
-
 // The ring's memory, released as it was obtained: freed by the receiver, which allocated it;
 // closed by a sender in another process, which opened it; left alone by one that borrowed the
 // receiver's address.
@@ -293,7 +270,7 @@ std::unique_ptr<PendingRecv> CudaIpcTransport::setupRecv(const SetupContext& ctx
                                                          ConnectBlob* blob) {
   LOOM_ENFORCE(ctx.device >= 0, InternalError, "cuda_ipc set up for a CPU rank");
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-  DeviceScope scope(ctx.device);
+  cuda::CurrentDeviceScope scope(ctx.device);
   const size_t bytes = ringBytes(ctx.protocol, ctx.slotBytes);
   RingMemory ring(rt.malloc(bytes), RingMemory::Kind::kOwned);
   // Counters at 0, and every LL word 0, a flag no step uses (ll_words.h); Simple slots need
@@ -326,7 +303,7 @@ std::unique_ptr<SendConnection> CudaIpcTransport::connectSend(const SetupContext
                RemoteError, "rank ", ctx.peer,
                " sent a malformed cuda_ipc connection blob (is it the same loom version?)");
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-  DeviceScope scope(ctx.device);
+  cuda::CurrentDeviceScope scope(ctx.device);
   const bool local = b.process == thisProcess();
   void* base = reinterpret_cast<void*>(b.address);
   if (local) {

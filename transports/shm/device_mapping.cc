@@ -9,18 +9,15 @@ namespace loom::transport::shm {
 
 DeviceMapping::DeviceMapping(void* base, size_t bytes, int device) : bytes_(bytes) {
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-  const int previous = rt.currentDevice();
-  if (previous != device) rt.setDevice(device);
+  cuda::CurrentDeviceScope scope(device);
+  rt.hostRegister(base, bytes, cuda::kHostMapped | cuda::kHostPortable);
   try {
-    rt.hostRegister(base, bytes, cuda::kHostMapped | cuda::kHostPortable);
-    host_ = static_cast<unsigned char*>(base);
     device_ = static_cast<unsigned char*>(rt.hostDevicePointer(base));
   } catch (...) {
-    if (host_ != nullptr) rt.hostUnregister(host_);
-    if (previous != device) rt.setDevice(previous);
+    rt.hostUnregister(base);
     throw;
   }
-  if (previous != device) rt.setDevice(previous);
+  host_ = static_cast<unsigned char*>(base);
 }
 
 DeviceMapping::DeviceMapping(DeviceMapping&& o) noexcept
