@@ -226,7 +226,9 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm) {
 LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t* asyncError) {
   return guarded("loomCommGetAsyncError", comm, [&] {
     LOOM_ENFORCE(asyncError != nullptr, InvalidArgument, "asyncError is NULL");
-    *asyncError = findComm(comm)->asyncError();
+    std::shared_ptr<Comm> c = findComm(comm);
+    c->collectFinishedWork();
+    *asyncError = c->asyncError();
     return loomSuccess;
   });
 }

@@ -107,7 +107,10 @@ CallShape shapeOf(const CollOp& op, bool grouped) {
 // A call's end (Comm::finishCall). A device executor's calls end on their streams and it
 // records them there; here only their failures to be enqueued.
 void finishRecord(Comm& comm, uint64_t seq, loomResult_t result) {
-  if (result == loomSuccess && !executorOf(comm).hostStreams()) return;
+  if (!executorOf(comm).hostStreams()) {
+    if (result == loomSuccess) return;
+    comm.flightRecorder().start(seq);  // it failed while it was being enqueued
+  }
   comm.finishCall(seq, result);
 }
 

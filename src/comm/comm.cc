@@ -423,6 +423,11 @@ const Comm::CustomOp* Comm::customOp(loomRedOp_t op) const {
   return index < customOps_.size() ? customOps_[index].get() : nullptr;
 }
 
+void Comm::collectFinishedWork() {
+  for (auto& layer : layers_)
+    if (layer) layer->collect();
+}
+
 void Comm::drainStreams() {
   for (auto& layer : layers_)
     if (layer) layer->drain();

@@ -51,6 +51,9 @@ class CommLayerState {
   virtual void resume() {}
   // Waits for the work queued on the layer's streams (finalize, abort, destroy).
   virtual void drain() {}
+  // Takes in the outcome of work that finished on the layer's streams (a CUDA executor's
+  // kernels), so that what asyncError() reports next includes it.
+  virtual void collect() {}
 };
 enum class CommLayer { kPlan = 0, kExec = 1 };
 inline constexpr int kCommLayers = 2;
@@ -175,6 +178,9 @@ class Comm final : public loomComm, public transport::Peers {
     const Interrupt* failure = interrupt_->failure();
     return failure != nullptr ? failure->code() : state;
   }
+  // Has the layers take in the outcome of work their streams finished (CommLayerState::collect):
+  // loomCommGetAsyncError calls it before asyncError().
+  void collectFinishedWork();
   // Throws InvalidUsage unless init finished successfully and finalize was not called.
   void requireReady(const char* operation) const;
 

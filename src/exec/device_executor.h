@@ -4,10 +4,9 @@
 // executor before it looks at the stream argument: what a stream is belongs to the device.
 //   - The CPU executor (executor.h) runs calls on host threads; streams are NULL or loom host
 //     streams (host_stream.h), which the C API serves.
-//   - A CUDA communicator's executor will launch kernels on its cudaStream_t. Until the CUDA
-//     data path exists it refuses every call with loomInvalidUsage, saying so, except under
-//     the simulated runtime (LOOM_CUDA_SIM=1), where cuda/sim_executor.h runs the calls on
-//     their streams as the device program (cuda/device_program.h) on host threads.
+//   - A CUDA communicator's executor (cuda/cuda_executor.h) launches the device program
+//     (cuda/device_program.h) as kernels on the calls' cudaStream_t; under the simulated
+//     runtime (LOOM_CUDA_SIM=1) the kernels' host twins run it on host threads.
 #pragma once
 
 #include <memory>
@@ -32,8 +31,8 @@ class Executor : public CommLayerState {
   virtual void run(std::vector<CollOp>& ops) = 0;
   // One call outside a group on the NULL stream: the latency-critical case.
   virtual void runOne(CollOp&& op) = 0;
-  // The CPU executor whose code runs this communicator's plans: itself, or the one the
-  // simulated CUDA executor runs on; nullptr for an executor that runs none.
+  // The CPU executor whose code runs this communicator's plans: itself, or the one a CUDA
+  // executor runs wire calls with under the simulated runtime; nullptr for one that runs none.
   virtual CpuExecutor* hostExecutor() { return nullptr; }
 };
 

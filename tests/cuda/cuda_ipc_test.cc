@@ -2,7 +2,7 @@
 // CUDA whose device memory is host memory in memfds: which pairs it takes, rings in the
 // receiver's device memory between threads (one GPU and two) and between processes (IPC
 // handles), and host-side steps refused. The collectives over it are the matrix of
-// sim_executor_test.cc, which runs over cuda_ipc by default.
+// cuda_executor_test.cc, which runs over cuda_ipc by default.
 #include <gtest/gtest.h>
 
 #include <cstring>

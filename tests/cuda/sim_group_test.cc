@@ -1,7 +1,7 @@
-// Groups of calls on CUDA communicators under the simulated runtime (src/exec/cuda/sim_executor.h):
-// the calls of a group run together, once, on their streams, as NCCL launches a group. So a
-// rank's send and receive of one group cannot wait for each other, one thread can drive every
-// rank, and the group's streams are ordered with it.
+// Groups of calls on CUDA communicators under the simulated runtime
+// (src/exec/cuda/cuda_executor.h): the calls of a group run together, once, on their streams, as
+// NCCL launches a group. So a rank's send and receive of one group cannot wait for each other, one
+// thread can drive every rank, and the group's streams are ordered with it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "loom/loom.h"
+#include "src/comm/comm_registry.h"
 #include "src/cuda/runtime.h"
+#include "src/exec/cuda/cuda_executor.h"
 #include "tests/test_util.h"
 
 namespace loom {
@@ -124,6 +126,73 @@ TEST(SimGroup, OneThreadDrivesEveryRankAndTheStreamsWaitForTheGroup) {
   rt.streamSynchronize(ranks.streams[3]);
   EXPECT_EQ(seen[kCount - 1], static_cast<float>(2 * 1000 + (kCount - 1) % 1000));
   for (int r = 0; r < n; ++r) expectReceivedFrom(ranks, r, (r + n - 1) % n);
+}
+
+// A kernel runs on one device and reduces one type with one op: one thread's group of three
+// ranks on two GPUs, with a float32 sum, an int32 max and a broadcast, becomes two launches on
+// each device (the broadcast rides with the first), and every result is exact.
+TEST(SimGroup, SeveralReductionsAndDevicesLaunchOncePerKernel) {
+  cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+  constexpr int n = 3;
+  constexpr size_t kN = 1001;
+  const std::vector<int> devices = {0, 1, 0};
+  std::vector<loomComm_t> comms(n);
+  ASSERT_EQ(loomCommInitAll(comms.data(), n, devices.data()), loomSuccess);
+  std::vector<void*> streams(n);
+  std::vector<float*> sums(n);
+  std::vector<int32_t*> maxes(n), bcasts(n);
+  for (int r = 0; r < n; ++r) {
+    cuda::CurrentDeviceScope device(devices[r]);
+    streams[r] = rt.streamCreate();
+    sums[r] = static_cast<float*>(rt.malloc(kN * sizeof(float)));
+    maxes[r] = static_cast<int32_t*>(rt.malloc(kN * sizeof(int32_t)));
+    bcasts[r] = static_cast<int32_t*>(rt.malloc(kN * sizeof(int32_t)));
+    std::vector<float> s(kN);
+    std::vector<int32_t> m(kN), b(kN, -1);
+    for (size_t i = 0; i < kN; ++i) {
+      s[i] = static_cast<float>(r + 1);                    // sum 6, in any order
+      m[i] = static_cast<int32_t>((i + r) % n) - 1;        // max 1
+      if (r == 1) b[i] = static_cast<int32_t>(i) * 7 + 3;  // the root's
+    }
+    rt.memcpy(sums[r], s.data(), kN * sizeof(float));
+    rt.memcpy(maxes[r], m.data(), kN * sizeof(int32_t));
+    rt.memcpy(bcasts[r], b.data(), kN * sizeof(int32_t));
+  }
+  ASSERT_EQ(loomGroupStart(), loomSuccess);
+  for (int r = 0; r < n; ++r) {
+    const auto stream = static_cast<loomStream_t>(streams[r]);
+    ASSERT_EQ(loomAllReduce(sums[r], sums[r], kN, loomFloat32, loomSum, comms[r], stream),
+              loomSuccess);
+    ASSERT_EQ(loomBroadcast(bcasts[r], bcasts[r], kN, loomInt32, 1, comms[r], stream), loomSuccess);
+    ASSERT_EQ(loomAllReduce(maxes[r], maxes[r], kN, loomInt32, loomMax, comms[r], stream),
+              loomSuccess);
+  }
+  ASSERT_EQ(loomGroupEnd(), loomSuccess) << loomGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    rt.streamSynchronize(streams[r]);
+    std::vector<float> s(kN);
+    std::vector<int32_t> m(kN), b(kN);
+    rt.memcpy(s.data(), sums[r], kN * sizeof(float));
+    rt.memcpy(m.data(), maxes[r], kN * sizeof(int32_t));
+    rt.memcpy(b.data(), bcasts[r], kN * sizeof(int32_t));
+    size_t wrong = 0;
+    for (size_t i = 0; i < kN; ++i)
+      wrong += (s[i] != 6.0f) + (m[i] != 1) + (b[i] != static_cast<int32_t>(i) * 7 + 3);
+    EXPECT_EQ(wrong, 0u) << "rank " << r;
+    loomResult_t async = loomInternalError;
+    EXPECT_EQ(loomCommGetAsyncError(comms[r], &async), loomSuccess);
+    EXPECT_EQ(async, loomSuccess) << loomGetLastError(comms[r]);
+    const auto& executor = dynamic_cast<const CudaExecutor&>(executorOf(*findComm(comms[r])));
+    EXPECT_EQ(executor.deviceLaunches(), 2u) << "rank " << r;
+    EXPECT_EQ(executor.hostRuns(), 0u) << "rank " << r;
+  }
+  for (int r = 0; r < n; ++r) {
+    rt.free(sums[r]);
+    rt.free(maxes[r]);
+    rt.free(bcasts[r]);
+    rt.streamDestroy(streams[r]);
+    EXPECT_EQ(loomCommDestroy(comms[r]), loomSuccess);
+  }
 }
 
 // A group that mixes CPU and CUDA communicators is refused at loomGroupEnd, and none of its

@@ -1,7 +1,7 @@
 // The collective cases of the GPU check: which calls, with which buffers and inputs, and how
 // a rank runs them on a CPU and a CUDA communicator and compares the results. Shared by the
 // check's thread and process phases and by the simulated runtime's tests
-// (tests/cuda/sim_executor_test.cc); plain C++ on the device-runtime seam, so it builds
+// (tests/cuda/cuda_executor_test.cc); plain C++ on the device-runtime seam, so it builds
 // without CUDA too.
 #pragma once
 

@@ -1,8 +1,7 @@
 // The device program (device_program.h) as CUDA kernels: one block per task of a launch, its
 // threads the group, for every type x op of the tables (datatype_table.def,
-// reduce_op_table.def). Built with the rest of libloom's CUDA code, so CI proves the program
-// compiles for the GPU (sm_80, sm_90) without spills or local memory. No executor launches
-// these kernels yet: a CUDA communicator on a GPU still refuses calls (device_executor.cc).
+// reduce_op_table.def). The CUDA executor (cuda_executor.h) launches them; CI proves they
+// compile for the GPU (sm_80, sm_90) without spills or local memory.
 #include <cuda_runtime.h>
 
 #include "src/exec/cuda/device_kernels.h"

@@ -90,20 +90,24 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
 
 }  // namespace
 
+void connectLaunch(const std::vector<CollOp>& ops) {
+  std::map<Comm*, std::vector<LinkRequest>> wanted;
+  for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
+  connectComms(wanted);
+}
+
 bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
   // In-place send/receive pairs: refused unless they start at the same address; the receive's
   // task is then gated on the send's below (the device program copies every send to a slot).
   std::vector<RecvInterval> received;
   std::vector<SendRecvOverlap> overlaps;
   pairOverwrittenInputs(ops, received, overlaps);
-  // Connections first, each communicator on its own thread as the CPU executor does (a group
-  // may hold several ranks, whose setups wait for each other).
-  std::map<Comm*, std::vector<LinkRequest>> wanted;
-  for (const CollOp& op : ops) wantedConnections(op, wanted[op.comm.get()]);
-  connectComms(wanted);
+  connectLaunch(ops);
   out = HostLaunch{};
   std::vector<Comm*> comms;
-  for (const auto& [comm, requests] : wanted) comms.push_back(comm);
+  for (const CollOp& op : ops)
+    if (std::find(comms.begin(), comms.end(), op.comm.get()) == comms.end())
+      comms.push_back(op.comm.get());
   out.timeoutNs = static_cast<uint64_t>(callTimeout(comms).count()) * 1000000u;
   std::map<const void*, int> lastUser;  // connection -> the last task that uses it
   Plan plan;

@@ -1,7 +1,7 @@
 // The host's side of a device launch (device_plan.h): a call's or a group's plans bound to the
 // plain views of their connections, and the words its tasks share. The CUDA executor builds one
-// per call or group and runs it with the device program (device_program.h): on the simulated
-// runtime as host threads (sim_launch.h).
+// per call or group, copies it to device memory (launch_memory.h) and launches the device
+// program (device_program.h) on it.
 #pragma once
 
 #include <memory>
@@ -50,7 +50,12 @@ struct HostLaunch {
   }
 };
 
-// Connects what `ops` need and builds their launch into `out`. Returns false, with `out`
+// Makes the connections `ops` lack, each communicator on its own thread as the CPU executor
+// does: a group may hold several ranks, whose setups wait for each other, so a group split
+// into several launches connects all of them first.
+void connectLaunch(const std::vector<CollOp>& ops);
+
+// Connects what `ops` need (connectLaunch) and builds their launch into `out`. Returns false, with `out`
 // unspecified, when the device program cannot run them, saying why in `why`: a connection
 // without a ring in memory (a wire transport). Throws InvalidUsage for sends to oneself
 // without matching receives, and for a send and a receive of one group whose buffers overlap

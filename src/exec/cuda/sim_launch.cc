@@ -2,12 +2,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "src/base/cpu_arch.h"
-#include "src/base/error.h"
-#include "src/comm/comm.h"
+#include "src/exec/cuda/device_kernels.h"
 #include "src/exec/cuda/device_program.h"
 #include "src/kernels/reduce_ops.h"
 
@@ -17,7 +18,7 @@ namespace {
 // The device program's context on a host thread: a group of one.
 class HostGroup {
  public:
-  explicit HostGroup(AbortFlag abort) : abort_(abort) {}
+  explicit HostGroup(const volatile uint32_t* abort) : abort_(abort) {}
 
   int thread() const { return 0; }
   int threads() const { return 1; }
@@ -34,7 +35,10 @@ class HostGroup {
                                      std::chrono::steady_clock::now().time_since_epoch())
                                      .count());
   }
-  bool aborted() const { return abort_ != nullptr && abort_->raised(); }
+  bool aborted() const {
+    return abort_ != nullptr &&
+           __atomic_load_n(const_cast<const uint32_t*>(abort_), __ATOMIC_ACQUIRE) != 0;
+  }
   // Spins briefly, then yields, then naps: the simulated ranks' threads share few cores.
   void pause() {
     if (++idle_ < 64) {
@@ -52,55 +56,46 @@ class HostGroup {
   void copy(void* dst, const void* src, size_t bytes) const { std::memcpy(dst, src, bytes); }
 
  private:
-  AbortFlag abort_;
+  const volatile uint32_t* abort_;
   unsigned idle_ = 0;
   DeviceStepShared shared_{};
 };
 
+// The twin of deviceProgramKernel<T, Op>: its arguments are (DeviceLaunch, abort word), read
+// at launch as cudaLaunchKernel reads them; the stream then runs one thread per block.
 template <typename T, typename Op>
-void runTask(const DeviceLaunch& launch, int t, AbortFlag abort) {
-  HostGroup group(abort);
-  runDeviceTask<T, Op>(launch, t, group);
+std::function<void()> deviceProgramTwin(cuda::Dim3 grid, cuda::Dim3, void** args) {
+  const DeviceLaunch launch = *static_cast<const DeviceLaunch*>(args[0]);
+  const volatile uint32_t* abort = *static_cast<const volatile uint32_t* const*>(args[1]);
+  const int blocks = static_cast<int>(grid.x);
+  return [launch, abort, blocks] {
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(blocks));
+    for (int t = 0; t < blocks; ++t)
+      threads.emplace_back([&launch, abort, t] {
+        HostGroup group(abort);
+        runDeviceTask<T, Op>(launch, t, group);
+      });
+    for (std::thread& thread : threads) thread.join();
+  };
 }
-
-using TaskRunner = void (*)(const DeviceLaunch&, int, AbortFlag);
 
 template <typename T>
-TaskRunner runnerFor(ReduceOpKind op) {
-  switch (op) {
-#define LOOM_REDUCE_OP(kind, Func, name) \
-  case ReduceOpKind::kind:               \
-    return &runTask<T, Func<T>>;
+void registerType(cuda::DeviceRuntime& rt, loomDataType_t type) {
+#define LOOM_REDUCE_OP(kind, Func, name)                                  \
+  rt.registerHostKernel(deviceProgramKernelFor(type, ReduceOpKind::kind), \
+                        &deviceProgramTwin<T, Func<T>>);
 #include "src/kernels/reduce_op_table.def"
-    default:
-      return nullptr;
-  }
-}
-
-TaskRunner runnerFor(loomDataType_t type, ReduceOpKind op) {
-  switch (type) {
-#define LOOM_DATATYPE(e, Type, name) \
-  case e:                            \
-    return runnerFor<Type>(op);
-#include "src/kernels/datatype_table.def"
-    default:
-      return nullptr;
-  }
 }
 
 }  // namespace
 
-void runLaunchOnHost(HostLaunch& launch) {
-  const DeviceLaunch view = launch.view();
-  std::vector<std::thread> threads;
-  threads.reserve(launch.tasks.size());
-  for (int t = 0; t < view.ntasks; ++t) {
-    const CollOp& op = *launch.ops[static_cast<size_t>(launch.tasks[t].call)];
-    const TaskRunner run = runnerFor(op.type, op.reduce);
-    LOOM_ENFORCE(run != nullptr, InternalError, "no device program for ", describeCall(op));
-    threads.emplace_back(run, view, t, op.comm->abortFlag());
-  }
-  for (std::thread& thread : threads) thread.join();
+void registerDeviceProgramTwins(cuda::DeviceRuntime& rt) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+#define LOOM_DATATYPE(e, Type, name) registerType<Type>(rt, e);
+#include "src/kernels/datatype_table.def"
+  });
 }
 
 }  // namespace loom

@@ -1,0 +1,88 @@
+// The executor of a CUDA communicator: it launches the device program (device_program.h) as
+// CUDA kernels on the calls' streams, with NCCL's stream semantics. The simulated runtime
+// (LOOM_CUDA_SIM=1) runs the same launches through host twins of the kernels (sim_launch.h),
+// so everything here but the kernels' own code is proven without a GPU.
+//
+// A call, or a group of calls, on the calling thread:
+//   1. its connections are made (they may call CUDA, which a stream's host function must not),
+//      and its plans are bound to them (device_launch.h);
+//   2. the launch is copied to device memory (launch_memory.h) on the call's stream;
+//   3. the stream waits for the communicator's previous launch (a communicator's launches share
+//      its connections, so they run one after the other, whatever their streams) and for the
+//      group's other streams;
+//   4. the kernel is launched, one block per task, and an event marks its end; the call
+//      returns. Work enqueued on the stream later runs after the kernel.
+// A launch runs on one device and holds calls of one element type and reduction: a group
+// becomes one launch per device and per kind of reduction, in order, each on the stream of its
+// first call.
+//
+// What a kernel found (a mismatch, a timeout, the abort) is in its host-mapped record. Once
+// the end event has passed, the executor turns it into the CPU executor's error
+// (loomCommGetAsyncError, loomGetLastError) and ends the calls in the flight recorder. That
+// happens on the next call, on loomCommGetAsyncError, and on the executor's watchdog thread,
+// which also tells running kernels of an aborted or failed communicator to stop. A kernel
+// never waits forever on a peer unless LOOM_TIMEOUT is 0: every wait checks the abort word and
+// the deadline.
+//
+// Calls over a connection without a ring in memory (a peer on another host: a wire transport)
+// have no device program. Under the simulated runtime, whose device memory is host memory,
+// they run through the CPU executor's code in a host function on the stream; with the CUDA
+// runtime they are refused with a message saying so.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "src/exec/cpu/executor.h"
+#include "src/exec/device_executor.h"
+
+namespace loom {
+
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(const Comm& comm);
+  ~CudaExecutor() override;
+
+  const char* device() const override { return "cuda"; }
+  bool hostStreams() const override { return false; }
+  CpuExecutor* hostExecutor() override { return cpu_.get(); }
+  void run(std::vector<CollOp>& ops) override;
+  void runOne(CollOp&& op) override;
+  void quiesce() override;
+  void resume() override;
+  void drain() override;
+  void collect() override;
+
+  // Launches of the device program so far, and calls or groups run by the CPU executor's code.
+  uint64_t deviceLaunches() const { return deviceLaunches_; }
+  uint64_t hostRuns() const { return hostRuns_; }
+
+  struct Work;  // a launch in flight (cuda_executor.cc)
+
+ private:
+  friend class CudaWatchdog;
+  void enqueue(std::vector<CollOp> ops);
+  static void enqueueLocked(std::vector<CollOp> ops);
+  static void runOnHost(void* work);
+  static void finish(Work& work);
+  void waitIdle();
+  // Tells this communicator's running kernels to stop when its abort flag is up.
+  void stopKernelsIfAborted();
+
+  const Comm& comm_;
+  std::unique_ptr<CpuExecutor> cpu_;  // runs host runs: simulated runtime only
+  std::mutex enqueueMutex_;           // held while a launch of this communicator is enqueued
+  void* order_ = nullptr;             // recorded after each launch: the next one waits for it
+  std::mutex mutex_;                  // guards the lists below
+  std::vector<Work*> inFlight_;       // launches this communicator is part of
+  std::vector<std::unique_ptr<Work>> owned_;  // those it enqueued, until they are finished
+  std::vector<std::unique_ptr<Work>> spare_;  // finished ones, reused with their memory
+  int finishing_ = 0;                         // launches being finished by some thread
+  std::condition_variable finished_;
+  std::atomic<uint64_t> deviceLaunches_{0}, hostRuns_{0};
+};
+
+}  // namespace loom
