@@ -19,11 +19,13 @@
 //     tail = t + 1, each with release order after the data. Each side writes only its own
 //     counter, so its value is that side's next step.
 //   - LL: a step has landed when its header and every data word carry the step's flag
-//     (ll_words.h); the leader unpacks it to a staging buffer and frees it by advancing the
-//     side's step counter and the shared head. A step to send is written to a staging buffer,
-//     then packed into each link's slot under the step's flag, with the refresh rule's extra
-//     words and the header last; the sender's step counter is the connection's own.
-//   LL packing and unpacking is the leader's alone: correct, not yet fast on a GPU.
+//     (ll_words.h). The leader waits for the header and checks it; then every thread polls
+//     its own data words (word w is thread w % threads') and unpacks them to a staging
+//     buffer, and the leader frees the slot by advancing the side's step counter and the
+//     shared head. A step to send is written to a staging buffer, then every thread packs its
+//     words into each link's slot under the step's flag (with the refresh rule's extra
+//     words), and the leader writes the header last; the sender's step counter is the
+//     connection's own.
 // Tasks of one launch that use the same connection run in the order the host gave them
 // (DeviceTask::before), as the CPU executor's tasks do.
 //
@@ -59,6 +61,15 @@ struct DeviceStepShared {
   bool stop;                               // the launch failed: every thread leaves
   const void* received[kDeviceTaskPeers];  // the slots received this step
   void* fill[kDeviceTaskPeers];            // the slots to fill this step
+  // LL links of this step: the data words to land (receive) or to write (send), nullptr for
+  // a Simple link, with their step's flag; and the words each send link writes.
+  const uint64_t* llIn[kDeviceTaskPeers];
+  uint64_t* llOut[kDeviceTaskPeers];
+  uint32_t llInFlag[kDeviceTaskPeers];
+  uint32_t llOutFlag[kDeviceTaskPeers];
+  size_t llOutWords[kDeviceTaskPeers];
+  bool llRecv, llSend;  // whether any link of the step is LL
+  bool landFailed;      // a thread's landLL saw the launch fail
   // The leader's walk: where it stands, the step it prepared, whether there was one.
   algo::StepCursor cursor;
   algo::Step step;
@@ -118,13 +129,12 @@ struct LLReceived {
   uint32_t bytes = 0;
 };
 
-// Waits for LL step *link.ll.step from `link` (its header, then every data word under the
-// step's flag: ll_words.h) and unpacks it to `stage`. A count larger than a slot fails the
-// launch (kCorrupt). Results by value: nothing of the group's first thread goes to local
-// memory on a GPU.
+// Waits for the header of LL step *link.ll.step from `link` (ll_words.h); its data words are
+// landed by the whole group (landLL). A count larger than a slot fails the launch (kCorrupt).
+// Results by value: nothing of the group's first thread goes to local memory on a GPU.
 template <typename Ctx>
 LOOM_HOST_DEVICE inline LLReceived receiveLL(Ctx& ctx, const DeviceLaunch& launch, int t,
-                                             const DeviceLink& link, unsigned char* stage) {
+                                             const DeviceLink& link) {
   const transport::LLRingView& r = link.ll;
   const uint64_t step = *r.step;
   const uint64_t* slot = llSlot(r, step);
@@ -143,17 +153,85 @@ LOOM_HOST_DEVICE inline LLReceived receiveLL(Ctx& ctx, const DeviceLaunch& launc
     fail(ctx, launch, t, DeviceFault::kCorrupt, link.peer, true, got.tag, got.bytes, 0);
     return got;
   }
-  const uint64_t* data = slot + r.headerWords;
-  const size_t words = llWordsFor(got.bytes);
-  size_t landed = 0;
-  if (!waitFor(ctx, launch, t, link.peer, true, [&] {
-        landed = llLanded(data, landed, words, flag);
-        return landed == words;
-      }))
-    return got;
-  llUnpack(stage, data, got.bytes);
   got.ok = true;
   return got;
+}
+
+// 4 bytes of a staging buffer (fewer at a step's end), at a multiple of 4: one aligned access.
+LOOM_HOST_DEVICE inline void llPutData(unsigned char* stage, size_t at, size_t n, uint32_t v) {
+  if (n == kLLBytesPerWord) {
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint32_t*>(stage + at) = v;
+#else
+    memcpy(stage + at, &v, kLLBytesPerWord);
+#endif
+    return;
+  }
+  for (size_t b = 0; b < n; ++b) stage[at + b] = static_cast<unsigned char>(v >> (8 * b));
+}
+LOOM_HOST_DEVICE inline uint32_t llGetData(const unsigned char* stage, size_t at, size_t n) {
+  uint32_t v = 0;
+  if (n == kLLBytesPerWord) {
+#if defined(__CUDA_ARCH__)
+    v = *reinterpret_cast<const uint32_t*>(stage + at);
+#else
+    memcpy(&v, stage + at, kLLBytesPerWord);
+#endif
+    return v;
+  }
+  for (size_t b = 0; b < n; ++b) v |= uint32_t(stage[at + b]) << (8 * b);
+  return v;
+}
+
+// Every thread of the group: polls its own data words of each LL step received this step
+// until they carry the step's flag, and unpacks them to the link's staging buffer. False when
+// the launch failed (then every thread returns false, having seen the failure word).
+template <typename Ctx>
+LOOM_HOST_DEVICE inline bool landLL(Ctx& ctx, const DeviceLaunch& launch, int t,
+                                    const DeviceTask& task, const DeviceStepShared& sh) {
+  const size_t words = llWordsFor(sh.bytes);
+  for (int i = 0; i < task.nrecv; ++i) {
+    const uint64_t* data = sh.llIn[i];
+    if (data == nullptr) continue;
+    auto* stage = static_cast<unsigned char*>(const_cast<void*>(sh.received[i]));
+    const uint32_t flag = sh.llInFlag[i];
+    for (size_t w = static_cast<size_t>(ctx.thread()); w < words;
+         w += static_cast<size_t>(ctx.threads())) {
+      uint64_t word = 0;
+      if (!waitFor(ctx, launch, t, task.recv[i].peer, true, [&] {
+            word = llLoad(data + w);
+            return llFlagOf(word) == flag;
+          }))
+        return false;
+      const size_t at = w * kLLBytesPerWord;
+      const size_t rest = sh.bytes - at;
+      llPutData(stage, at, rest < kLLBytesPerWord ? rest : kLLBytesPerWord, llDataOf(word));
+    }
+  }
+  return true;
+}
+
+// Every thread of the group: packs its words of the step to send (in the send staging buffer)
+// into each LL send link's slot under the step's flag, with the refresh rule's extra words.
+template <typename Ctx>
+LOOM_HOST_DEVICE inline void packLL(Ctx& ctx, const DeviceTask& task, const DeviceStepShared& sh) {
+  const unsigned char* stage = task.llStage + task.nrecv * kDeviceLLStageBytes;
+  const size_t words = llWordsFor(sh.bytes);
+  for (int i = 0; i < task.nsend; ++i) {
+    uint64_t* out = sh.llOut[i];
+    if (out == nullptr) continue;
+    const uint32_t flag = sh.llOutFlag[i];
+    for (size_t w = static_cast<size_t>(ctx.thread()); w < sh.llOutWords[i];
+         w += static_cast<size_t>(ctx.threads())) {
+      uint32_t v = 0;
+      if (w < words) {
+        const size_t at = w * kLLBytesPerWord;
+        const size_t rest = sh.bytes - at;
+        v = llGetData(stage, at, rest < kLLBytesPerWord ? rest : kLLBytesPerWord);
+      }
+      llStore(out + w, llWord(flag, v));
+    }
+  }
 }
 
 // The group's first thread: waits for the step's slots and lays out its operands. False when
@@ -175,17 +253,25 @@ LOOM_HOST_DEVICE inline bool prepareStep(Ctx& ctx, const DeviceLaunch& launch, i
   }
   const uint64_t bytes = s.count * call.elemSize;
   const bool recvs = algo::primRecvs(s.prim), sends = algo::primSends(s.prim);
+  sh.llRecv = sh.llSend = sh.landFailed = false;
+  for (int i = 0; i < kDeviceTaskPeers; ++i) {
+    sh.llIn[i] = nullptr;
+    sh.llOut[i] = nullptr;
+  }
   for (int i = 0; recvs && i < task.nrecv; ++i) {
     const DeviceLink& link = task.recv[i];
     uint32_t tag = 0;
     uint64_t got = 0;
     if (link.protocol == transport::Protocol::kLL) {
-      const LLReceived step =
-          receiveLL(ctx, launch, t, link, task.llStage + i * kDeviceLLStageBytes);
+      const LLReceived step = receiveLL(ctx, launch, t, link);
       if (!step.ok) return false;
       tag = step.tag;
       got = step.bytes;
       received[i] = task.llStage + i * kDeviceLLStageBytes;
+      const uint64_t at = *link.ll.step;
+      sh.llIn[i] = llDataWords(link.ll, at);
+      sh.llInFlag[i] = llFlag(at);
+      sh.llRecv = true;
     } else {
       const transport::SimpleRingView& r = link.ring;
       const uint64_t h = *r.head;  // only this side writes head
@@ -219,8 +305,12 @@ LOOM_HOST_DEVICE inline bool prepareStep(Ctx& ctx, const DeviceLaunch& launch, i
                    [&] { return step - ctx.load(r.head) < r.nslots; }))
         return false;
       // Every LL link sends the same bytes: written once, to the staging buffer after the
-      // receive links', and packed into each slot as the step finishes.
+      // receive links', and packed into each slot by the group (packLL) as the step finishes.
       fill[i] = i == 0 ? task.llStage + task.nrecv * kDeviceLLStageBytes : nullptr;
+      sh.llOut[i] = llDataWords(r, step);
+      sh.llOutFlag[i] = llFlag(step);
+      sh.llOutWords[i] = llWordsToWrite(step, bytes, r.nslots, r.dataWords, r.refreshSteps);
+      sh.llSend = true;
       continue;
     }
     const transport::SimpleRingView& r = link.ring;
@@ -272,16 +362,10 @@ LOOM_HOST_DEVICE inline void finishStep(Ctx& ctx, const DeviceTask& task, const 
     for (int i = 0; i < task.nsend; ++i) {
       const DeviceLink& link = task.send[i];
       if (link.protocol == transport::Protocol::kLL) {
-        // The data words, the refresh rule's extra words, then the header (ll_words.h).
+        // The group packed the data words (packLL); the header comes last (ll_words.h).
         const transport::LLRingView& r = link.ll;
         const uint64_t step = *r.step;
-        uint64_t* slot = llSlot(r, step);
-        const uint32_t flag = llFlag(step);
-        llPack(slot + r.headerWords, task.llStage + task.nrecv * kDeviceLLStageBytes, bytes, flag);
-        const size_t all = llWordsToWrite(step, bytes, r.nslots, r.dataWords, r.refreshSteps);
-        for (size_t w = llWordsFor(bytes); w < all; ++w)
-          llStore(slot + r.headerWords + w, llWord(flag, 0));
-        llWriteHeader(slot, flag, static_cast<uint32_t>(bytes), call.signature);
+        llWriteHeader(llSlot(r, step), llFlag(step), static_cast<uint32_t>(bytes), call.signature);
         *r.step = step + 1;
         continue;
       }
@@ -340,8 +424,21 @@ LOOM_HOST_DEVICE void runDeviceTask(const DeviceLaunch& launch, int t, Ctx& ctx)
     }
     ctx.sync();
     if (sh.stop || !sh.more) break;
+    if (sh.llRecv) {
+      // Threads only ever set landFailed, and read it past the barrier: they all agree.
+      if (!dp::landLL(ctx, launch, t, task, sh)) sh.landFailed = true;
+      ctx.sync();
+      if (sh.landFailed) {
+        if (leader) sh.stop = true;  // the task is not done
+        break;
+      }
+    }
     dp::stepData<T>(ctx, op, sh);
     ctx.sync();
+    if (sh.llSend) {
+      dp::packLL(ctx, task, sh);
+      ctx.sync();
+    }
     if (leader) {
       dp::finishStep(ctx, task, launch.calls[task.call], sh.step, sh.bytes);
       ctx.store(&launch.stepsDone[t], ++sh.stepsDone);
