@@ -297,21 +297,21 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
     } catch (const std::exception&) {
       // An unrecorded event counts as passed.
     }
-    Work* raw = work.get();
-    for (CudaExecutor* e : executors) {
-      std::lock_guard<std::mutex> lock(e->mutex_);
-      e->inFlight_.push_back(raw);
-    }
-    std::lock_guard<std::mutex> lock(owner.mutex_);
-    owner.owned_.push_back(std::move(work));
+    track(std::move(work));
     throw;
   }
   for (CudaExecutor* e : executors) (work->onDevice ? e->deviceLaunches_ : e->hostRuns_)++;
-  Work* raw = work.get();
-  for (CudaExecutor* e : executors) {
+  track(std::move(work));
+}
+
+// Puts an enqueued launch in flight on every communicator it has calls of; its first one owns
+// it until it is finished.
+void CudaExecutor::track(std::unique_ptr<Work> work) {
+  for (CudaExecutor* e : work->executors) {
     std::lock_guard<std::mutex> lock(e->mutex_);
-    e->inFlight_.push_back(raw);
+    e->inFlight_.push_back(work.get());
   }
+  CudaExecutor& owner = *work->executors.front();
   std::lock_guard<std::mutex> lock(owner.mutex_);
   owner.owned_.push_back(std::move(work));
 }

@@ -67,6 +67,7 @@ class CudaExecutor final : public Executor {
   void enqueue(std::vector<CollOp> ops);
   static void enqueueLocked(std::vector<CollOp> ops);
   static void runOnHost(void* work);
+  static void track(std::unique_ptr<Work> work);
   static void finish(Work& work);
   void waitIdle();
   // Tells this communicator's running kernels to stop when its abort flag is up.
