@@ -39,7 +39,9 @@ TEST(Executor, NotThereBeforeInit) {
 }
 
 TEST(Executor, AnEmptyGroupAsksNothingOfTheDevice) {
-  auto cuda = makeExecutor(*constructedOn(1));
+  // The executor refers to its communicator, which outlives it as it does inside the library.
+  auto comm = constructedOn(1);
+  auto cuda = makeExecutor(*comm);
   std::vector<CollOp> none;
   EXPECT_NO_THROW(cuda->run(none));
 }

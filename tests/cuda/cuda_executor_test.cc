@@ -179,8 +179,9 @@ TEST(SimExecutor, CallsAreOrderedOnTheirStreamAndReturnAtOnce) {
 namespace loom {
 namespace {
 
-// Two processes share simulated GPU 0: both inits succeed, the AllReduce on their streams is
-// exact, and the parent warns once that processes share a GPU without MPS.
+// Two processes share simulated GPU 0: both inits succeed and the AllReduce on their streams
+// is exact. (CudaSimComm.ProcessesSharingAGpuWithoutMpsWarnOnce checks the warning: it is
+// given once per process, so whichever test shares a GPU first in this binary gets it.)
 TEST(SimExecutor, ProcessesShareAGpu) {
   constexpr size_t kCount = 5000;
   auto rank = [&](int r, const loomUniqueId& id) -> int {
@@ -205,12 +206,9 @@ TEST(SimExecutor, ProcessesShareAGpu) {
     rt.streamDestroy(stream);
     return loomCommDestroy(comm) == loomSuccess ? 0 : 13;
   };
-  ::testing::internal::CaptureStderr();
   const test::ForkedPair result = test::runForkedPair(rank);
-  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(result.parent, 0);
   EXPECT_EQ(result.childStatus, 0);
-  EXPECT_TRUE(contains(log, "MPS is not running")) << log;
 }
 
 }  // namespace
