@@ -25,6 +25,14 @@
 #define LOOM_INLINE inline __attribute__((always_inline))
 #endif
 
+// Unrolls a loop of constant trip count in device code (registers, not local memory); host
+// compilers decide for themselves.
+#if defined(__CUDACC__)
+#define LOOM_UNROLL _Pragma("unroll")
+#else
+#define LOOM_UNROLL
+#endif
+
 // CUDA files get a namespace of their own too: nvcc's host pass sees different definitions
 // (LOOM_HOST_DEVICE, __forceinline__) of the same inline functions.
 #if !defined(LOOM_ISA_NAMESPACE) && defined(__CUDACC__)

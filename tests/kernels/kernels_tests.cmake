@@ -3,6 +3,7 @@
 add_executable(loom_kernel_tests
   ${CMAKE_CURRENT_LIST_DIR}/ll_words_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/numeric_types_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_group_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_isa_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_semantics_test.cc

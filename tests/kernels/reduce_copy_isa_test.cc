@@ -20,34 +20,13 @@
 namespace loom {
 namespace {
 
-// Random bits; for float and double, one value in four is a special one (random bits rarely
-// hit them in 32 or 64 bits; the 8- and 16-bit types hit them often enough on their own).
-template <typename T>
-T randomValue(std::mt19937_64& rng) {
-  uint64_t bits = rng();
-  if constexpr (std::is_same_v<T, float>) {
-    static constexpr uint32_t kSpecial[] = {0x00000000, 0x80000000, 0x7f800000, 0xff800000,
-                                            0x7fc00000, 0xffc00001, 0x7f800001, 0x00000001,
-                                            0x807fffff, 0x00800000, 0x7f7fffff, 0x3f800000};
-    if (bits % 4 == 0) bits = kSpecial[(bits >> 8) % std::size(kSpecial)];
-  } else if constexpr (std::is_same_v<T, double>) {
-    static constexpr uint64_t kSpecial[] = {
-        0, 1ull << 63,         0x7ff0000000000000, 0xfff8000000000000, 0x7ff0000000000001,
-        1, 0x000fffffffffffff, 0x3ff0000000000000, 0x7fefffffffffffff};
-    if (bits % 4 == 0) bits = kSpecial[(bits >> 8) % std::size(kSpecial)];
-  }
-  T v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
 template <typename T>
 void compareIsas(ReduceOpKind op, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int nsrc = 1 + static_cast<int>(rng() % kMaxSources);
   std::vector<std::vector<T>> src(nsrc, std::vector<T>(count));
   for (auto& s : src) {
-    for (T& x : s) x = randomValue<T>(rng);
+    for (T& x : s) x = test::randomValue<T>(rng);
   }
   ReduceCopyArgs args;
   args.nsrc = nsrc;

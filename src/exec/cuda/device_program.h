@@ -9,7 +9,8 @@
 // received step's tag and byte count, and lays out the step's reduceCopy operands with
 // stepOperands(), the one rule every executor follows. Then every thread of the group does the
 // step's data: a byte copy where nothing is reduced or converted (bit-exact, NaN payloads
-// included, as on the CPU), else reduceCopyElement() per element, the CPU's per-element math.
+// included, as on the CPU), else reduceCopyGroup() in 16-byte packs, with the CPU's
+// per-element math.
 // Then the leader publishes what it received and sent.
 //
 // The rings are the connections' own (connection_view.h), so CPU and device sides interoperate
@@ -47,7 +48,7 @@
 #include "algorithms/walker.h"
 #include "src/exec/cuda/device_plan.h"
 #include "src/kernels/ll_words.h"
-#include "src/kernels/reduce_copy.h"
+#include "src/kernels/reduce_copy_group.h"
 #include "src/kernels/step_operands.h"
 
 namespace loom {
@@ -379,7 +380,7 @@ LOOM_HOST_DEVICE inline void finishStep(Ctx& ctx, const DeviceTask& task, const 
     }
 }
 
-// The group's data of one step: a byte copy, or the reduction element by element.
+// The group's data of one step: a byte copy, or the reduction in 16-byte packs.
 template <typename T, typename Op, typename Ctx>
 LOOM_HOST_DEVICE inline void stepData(Ctx& ctx, const Op& op, const DeviceStepShared& sh) {
   const ReduceCopyArgs& args = sh.args;
@@ -389,10 +390,8 @@ LOOM_HOST_DEVICE inline void stepData(Ctx& ctx, const Op& op, const DeviceStepSh
       if (args.dst[d] != args.src[0]) ctx.copy(args.dst[d], args.src[0], sh.bytes);
     return;
   }
-  for (size_t i = ctx.thread(); i < args.count; i += ctx.threads()) {
-    const T value = reduceCopyElement<T>(op, args, i);
-    for (int d = 0; d < args.ndst; ++d) static_cast<T*>(args.dst[d])[i] = value;
-  }
+  reduceCopyGroup<T>(op, args, static_cast<size_t>(ctx.thread()),
+                     static_cast<size_t>(ctx.threads()));
 }
 
 }  // namespace device_program
