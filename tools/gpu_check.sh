@@ -23,7 +23,8 @@
 #                outputs, AllReduce with every algorithm, against CPU communicators on the same
 #                inputs; once with LOOM_PROTO=simple, once with ll
 #   processes    the same matrix between 2 processes sharing device 0 (when IPC works)
-#   stream       producer kernel -> AllReduce -> consumer kernel on one stream, no host sync
+#   stream       producer kernel -> AllReduce -> consumer kernel on one stream, no host sync;
+#                a call on a stream capturing a CUDA graph refused
 #   faults       a missing rank times out through the async error; abort ends a waiting call
 #   bandwidth    the fused 2->1 reduce against a device-to-device copy, 256 MiB and 1 GiB (GPU
 #                only); all_reduce_perf busbw at 256 MiB-1 GiB and 8 B latency, 2 ranks

@@ -161,6 +161,25 @@ class CudartRuntime final : public DeviceRuntime {
   void streamWaitEvent(Stream s, Event e) override {
     check(cudaStreamWaitEvent(asStream(s), asEvent(e), 0), "cudaStreamWaitEvent");
   }
+  bool streamIsCapturing(Stream s) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(asStream(s), &status);
+    if (err == cudaErrorStreamCaptureImplicit) {  // the legacy stream, during a global capture
+      (void)cudaGetLastError();
+      return true;
+    }
+    check(err, "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;  // active, or invalidated but not yet ended
+  }
+  void streamBeginCapture(Stream s) override {
+    check(cudaStreamBeginCapture(asStream(s), cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+  }
+  void streamEndCapture(Stream s) override {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(asStream(s), &graph), "cudaStreamEndCapture");
+    if (graph != nullptr) check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  }
 
   void launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t sharedBytes,
                     Stream s) override {

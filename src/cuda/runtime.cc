@@ -51,6 +51,9 @@ class NoCudaRuntime final : public DeviceRuntime {
   void eventSynchronize(Event) override { refuse(); }
   float eventElapsedMs(Event, Event) override { refuse(); }
   void streamWaitEvent(Stream, Event) override { refuse(); }
+  bool streamIsCapturing(Stream) override { refuse(); }
+  void streamBeginCapture(Stream) override { refuse(); }
+  void streamEndCapture(Stream) override { refuse(); }
   void launchKernel(const void*, Dim3, Dim3, void**, size_t, Stream) override { refuse(); }
   void launchHostFunc(Stream, HostFn, void*) override { refuse(); }
   void registerHostKernel(const void*, HostKernel) override {}

@@ -150,6 +150,13 @@ class DeviceRuntime {
   // Later work on `stream` waits for the event's latest record.
   virtual void streamWaitEvent(Stream stream, Event event) = 0;
 
+  // Stream capture into CUDA graphs. streamIsCapturing is true while `stream` records into a
+  // graph, and for the legacy default stream while another stream captures in global mode
+  // (CUDA forbids using it then). Begin captures in thread-local mode; end discards the graph.
+  virtual bool streamIsCapturing(Stream stream) = 0;
+  virtual void streamBeginCapture(Stream stream) = 0;
+  virtual void streamEndCapture(Stream stream) = 0;
+
   // Launches the __global__ function `func` (cudaLaunchKernel); `args` point at its arguments.
   virtual void launchKernel(const void* func, Dim3 grid, Dim3 block, void** args,
                             size_t sharedBytes, Stream stream) = 0;

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "src/base/error.h"
 #include "src/cuda/sim_stream.h"
@@ -219,6 +220,7 @@ class SimRuntime final : public DeviceRuntime {
         fail("cudaStreamDestroy", "cudaErrorInvalidResourceHandle", "unknown stream");
       owned = std::move(it->second);
       streams_.erase(it);
+      capturing_.erase(s);
     }
     // The destructor runs what is still enqueued, as CUDA finishes a destroyed stream's work.
   }
@@ -247,6 +249,28 @@ class SimRuntime final : public DeviceRuntime {
     return std::chrono::duration<float, std::milli>(b->completedAt() - a->completedAt()).count();
   }
   void streamWaitEvent(Stream s, Event e) override { stream(s).enqueue(event(e)->waiter()); }
+  // Capture only records the state: the simulation captures no work into graphs, so any other
+  // use of a capturing stream fails (stream()).
+  bool streamIsCapturing(Stream s) override {
+    known(s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capturing_.count(s) != 0;
+  }
+  void streamBeginCapture(Stream s) override {
+    if (s == nullptr)
+      fail("cudaStreamBeginCapture", "cudaErrorStreamCaptureUnsupported",
+           "the legacy default stream cannot be captured");
+    known(s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!capturing_.insert(s).second)
+      fail("cudaStreamBeginCapture", "cudaErrorIllegalState", "the stream is capturing already");
+  }
+  void streamEndCapture(Stream s) override {
+    known(s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capturing_.erase(s) == 0)
+      fail("cudaStreamEndCapture", "cudaErrorIllegalState", "the stream is not capturing");
+  }
 
   void launchKernel(const void* func, Dim3 grid, Dim3 block, void** args, size_t,
                     Stream s) override {
@@ -362,7 +386,16 @@ class SimRuntime final : public DeviceRuntime {
     }
     return *legacy_;
   }
+  // A stream work may be enqueued on, waited for or queried.
   SimStream& stream(Stream s) {
+    SimStream& found = known(s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capturing_.count(s) != 0)
+      fail("a stream call", "cudaErrorStreamCaptureUnsupported",
+           "the stream is capturing, and the simulated runtime captures no work into graphs");
+    return found;
+  }
+  SimStream& known(Stream s) {
     if (s == nullptr) return defaultStream();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = streams_.find(s);
@@ -389,6 +422,7 @@ class SimRuntime final : public DeviceRuntime {
   std::unique_ptr<SimStream> legacy_;
   pid_t legacyPid_ = 0;  // the process whose thread runs legacy_
   std::unordered_map<Event, std::shared_ptr<SimEvent>> events_;
+  std::unordered_set<Stream> capturing_;
   std::unordered_map<const void*, HostKernel> twins_;
   DriverEntryPoints driver_;  // the simulation has no driver API
 };

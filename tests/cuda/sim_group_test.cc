@@ -195,6 +195,42 @@ TEST(SimGroup, SeveralReductionsAndDevicesLaunchOncePerKernel) {
   }
 }
 
+// A call on a stream that is capturing a CUDA graph is refused at once, alone or in a group,
+// with nothing enqueued (the simulated runtime fails any work on a capturing stream, which
+// would be a CUDA error instead). The capture then ends, and the same calls run, exact.
+TEST(SimGroup, CallsOnACapturingStreamAreRefused) {
+  cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+  constexpr int n = 2;
+  Ranks ranks(n);
+  auto shift = [&]() -> loomResult_t {
+    if (loomGroupStart() != loomSuccess) return loomInternalError;
+    for (int r = 0; r < n; ++r) postRingShift(ranks, r);
+    return loomGroupEnd();
+  };
+  for (int r = 0; r < n; ++r) fill(ranks, r);
+  ASSERT_EQ(shift(), loomSuccess) << loomGetLastError(nullptr);  // connected
+  rt.streamBeginCapture(ranks.streams[1]);
+  EXPECT_EQ(loomAllReduce(ranks.send[1], ranks.recv[1], kCount, loomFloat32, loomSum,
+                          ranks.comms[1], ranks.stream(1)),
+            loomInvalidUsage);
+  EXPECT_TRUE(test::contains(loomGetLastError(ranks.comms[1]), "AllReduce"))
+      << loomGetLastError(ranks.comms[1]);
+  EXPECT_TRUE(test::contains(loomGetLastError(ranks.comms[1]), "capturing a graph"));
+  EXPECT_EQ(shift(), loomInvalidUsage);
+  EXPECT_TRUE(test::contains(loomGetLastError(nullptr), "capturing a graph"))
+      << loomGetLastError(nullptr);
+  EXPECT_TRUE(rt.streamIsCapturing(ranks.streams[1]));
+  rt.streamEndCapture(ranks.streams[1]);
+  for (int r = 0; r < n; ++r) fill(ranks, r);
+  ASSERT_EQ(shift(), loomSuccess) << loomGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) expectReceivedFrom(ranks, r, (r + n - 1) % n);
+  for (int r = 0; r < n; ++r) {
+    loomResult_t async = loomInternalError;
+    EXPECT_EQ(loomCommGetAsyncError(ranks.comms[r], &async), loomSuccess);
+    EXPECT_EQ(async, loomSuccess) << loomGetLastError(ranks.comms[r]);
+  }
+}
+
 // A group that mixes CPU and CUDA communicators is refused at loomGroupEnd, and none of its
 // calls runs.
 TEST(SimGroup, MixingDevicesIsRefusedBeforeAnythingRuns) {

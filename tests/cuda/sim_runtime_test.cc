@@ -227,6 +227,31 @@ TEST(SimRuntime, FailingWorkIsReportedBySynchronize) {
   rt->streamDestroy(s);
 }
 
+// Capture only records the state, as a test double: beginning twice, capturing the legacy
+// stream and ending without a capture fail as in CUDA, and work on a capturing stream fails
+// (the simulation captures nothing) until the capture ends.
+TEST(SimRuntime, StreamCaptureRecordsTheStateAndRefusesWork) {
+  auto owned = makeSimRuntime(1);
+  DeviceRuntime& rt = *owned;
+  Stream s = rt.streamCreate();
+  EXPECT_FALSE(rt.streamIsCapturing(s));
+  EXPECT_FALSE(rt.streamIsCapturing(nullptr));
+  EXPECT_THROW(rt.streamEndCapture(s), CudaError);
+  EXPECT_THROW(rt.streamBeginCapture(nullptr), CudaError);
+  rt.streamBeginCapture(s);
+  EXPECT_TRUE(rt.streamIsCapturing(s));
+  EXPECT_THROW(rt.streamBeginCapture(s), CudaError);
+  int value = 0, one = 1;
+  EXPECT_THROW(rt.memcpyAsync(&value, &one, sizeof(int), s), CudaError);
+  EXPECT_THROW(rt.streamSynchronize(s), CudaError);
+  rt.streamEndCapture(s);
+  EXPECT_FALSE(rt.streamIsCapturing(s));
+  rt.memcpyAsync(&value, &one, sizeof(int), s);
+  rt.streamSynchronize(s);
+  EXPECT_EQ(value, 1);
+  rt.streamDestroy(s);
+}
+
 // The child opens the parent's device memory by its handle (the memfd, reached through /proc),
 // reads what the parent wrote and writes an answer the parent sees in its own mapping.
 TEST(SimRuntime, IpcHandleCrossesFork) {

@@ -1,6 +1,7 @@
 // The stream, faults and processes phases: a collective between a producer and a consumer
-// kernel on the same stream with no host sync; a missing rank's timeout reaching the
-// communicator and an abort ending a spinning kernel; and two processes sharing device 0.
+// kernel on the same stream with no host sync, and a call during stream capture refused
+// clearly; a missing rank's timeout reaching the communicator and an abort ending a spinning
+// kernel; and two processes sharing device 0.
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -130,6 +131,32 @@ FaultOutcome missingPeer(bool abort) {
   return out;
 }
 
+// A call on a stream that is capturing a CUDA graph is refused, naming the capture, and the
+// capture then ends cleanly (nothing of loom's was captured). "" when so, else what went wrong.
+std::string captureRefused(loomComm_t comm) {
+  cuda::DeviceRuntime& rt = runtime();
+  rt.setDevice(0);
+  cuda::Stream s = rt.streamCreate();
+  constexpr size_t kCount = 16;
+  auto* data = static_cast<float*>(rt.malloc(kCount * sizeof(float)));
+  rt.streamBeginCapture(s);
+  const loomResult_t result =
+      loomAllReduce(data, data, kCount, loomFloat32, loomSum, comm, static_cast<loomStream_t>(s));
+  const std::string message = loomGetLastError(comm);
+  std::string problem;
+  if (result != loomInvalidUsage || message.find("capturing a graph") == std::string::npos)
+    problem =
+        "an AllReduce on a capturing stream returned " + std::to_string(result) + ": " + message;
+  try {
+    rt.streamEndCapture(s);
+  } catch (const std::exception& e) {
+    problem += std::string(problem.empty() ? "" : "; ") + "ending the capture: " + e.what();
+  }
+  rt.free(data);
+  rt.streamDestroy(s);
+  return problem;
+}
+
 }  // namespace
 
 int stream(const Options&) {
@@ -183,11 +210,18 @@ int stream(const Options&) {
     }
     if (failures != 0) break;
   }
+  if (failures == 0) {
+    first = captureRefused(gpu[0]);
+    if (!first.empty()) {
+      ++failures;
+      std::printf("FAILED stream capture: %s\n", first.c_str());
+    }
+  }
   for (loomComm_t c : gpu) loomCommDestroy(c);
   return report("stream", failures == 0 ? Verdict::kPass : Verdict::kFail,
-                failures == 0
-                    ? "producer kernel -> AllReduce -> consumer kernel, no host sync: exact"
-                    : first);
+                failures == 0 ? "producer kernel -> AllReduce -> consumer kernel, no host sync: "
+                                "exact; a call during graph capture refused"
+                              : first);
 }
 
 int faults(const Options&) {

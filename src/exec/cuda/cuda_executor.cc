@@ -206,6 +206,7 @@ void CudaExecutor::runOne(CollOp&& op) {
 }
 
 void CudaExecutor::enqueue(std::vector<CollOp> ops) {
+  refuseStreamCapture(ops);
   std::vector<CudaExecutor*> executors;
   for (const CollOp& op : ops) {
     auto* e = static_cast<CudaExecutor*>(&executorOf(*op.comm));  // a group has one device
@@ -219,6 +220,26 @@ void CudaExecutor::enqueue(std::vector<CollOp> ops) {
   for (std::vector<CollOp>& launch : splitByKernel(std::move(ops)))
     enqueueLocked(std::move(launch));
   CudaWatchdog::get().wake();
+}
+
+// A launch takes its memory from a pool, and its end becomes the calls' errors and flight
+// records, once per enqueue: a graph that replayed it would reuse memory a later launch owns
+// and report nothing. So calls on a capturing stream are refused, before anything is done.
+void CudaExecutor::refuseStreamCapture(const std::vector<CollOp>& ops) {
+  cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+  for (const CollOp& op : ops) {
+    cuda::CurrentDeviceScope device(op.comm->device());
+    if (!rt.streamIsCapturing(op.deviceStream)) continue;
+    throw InvalidUsage(strCat(
+        describeCall(op),
+        ": its CUDA stream is capturing a graph, and loom cannot be captured "
+        "into CUDA graphs yet. Make the call outside the capture (before cudaStreamBeginCapture "
+        "or after cudaStreamEndCapture)",
+        op.deviceStream == nullptr
+            ? "; the legacy default stream counts as capturing while another stream captures "
+              "in global mode"
+            : ""));
+  }
 }
 
 // With the enqueue locks of every communicator of `ops` held.

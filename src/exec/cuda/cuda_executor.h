@@ -65,6 +65,7 @@ class CudaExecutor final : public Executor {
  private:
   friend class CudaWatchdog;
   void enqueue(std::vector<CollOp> ops);
+  static void refuseStreamCapture(const std::vector<CollOp>& ops);
   static void enqueueLocked(std::vector<CollOp> ops);
   static void runOnHost(void* work);
   static void track(std::unique_ptr<Work> work);
