@@ -53,8 +53,9 @@ void connectRanks(const std::vector<loomComm_t>& comms, const std::vector<void*>
 // of place, poisoned outputs) on CUDA communicators and on CPU communicators with the same
 // inputs, compared bit for bit. `devices[r]` is rank r's simulated GPU (all on GPU 0 when
 // empty); `ring`, when not empty, the ring order the CUDA communicators must have chosen.
+// `onHost`: the connections are wire ones, so the calls run through the CPU executor's code.
 void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices = {},
-                        const std::vector<int>& ring = {}) {
+                        const std::vector<int>& ring = {}, bool onHost = false) {
   test::ScopedEnv protoEnv("LOOM_PROTO", proto);
   std::vector<loomComm_t> cpu(nranks), gpu(nranks);
   if (devices.empty()) devices.assign(nranks, 0);
@@ -73,11 +74,11 @@ void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices 
   for (int r = 0; r < nranks; ++r)
     EXPECT_EQ(failures[r], 0) << "rank " << r << "; first failure: " << gpucheck::firstFailure();
   // Every call was launched as the device program (src/exec/cuda/device_program.h), over
-  // Simple or LL rings, none through the CPU executor's code.
+  // Simple or LL rings, none through the CPU executor's code; or the other way round.
   for (int r = 0; r < nranks; ++r) {
     const auto& executor = dynamic_cast<const CudaExecutor&>(executorOf(*findComm(gpu[r])));
-    EXPECT_GT(executor.deviceLaunches(), cases.size() / 2) << r;
-    EXPECT_EQ(executor.hostRuns(), 0u) << r;
+    EXPECT_GT(onHost ? executor.hostRuns() : executor.deviceLaunches(), cases.size() / 2) << r;
+    EXPECT_EQ(onHost ? executor.deviceLaunches() : executor.hostRuns(), 0u) << r;
   }
   for (loomComm_t c : cpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
@@ -104,6 +105,14 @@ TEST(SimExecutor, ShmRingsWhenP2PIsDisabledSimple) {
 TEST(SimExecutor, ShmRingsWhenP2PIsDisabledLL) {
   test::ScopedEnv p2p("LOOM_P2P_DISABLE", "1");
   expectBitIdentical(3, "ll");
+}
+
+// Over sockets (TCP) no ring is in memory the device reaches: under the simulated runtime each call
+// runs the CPU executor's code in a host function, in order on its stream, with the same bits.
+// (On a GPU such calls are refused until GPU buffers are staged through the host.)
+TEST(SimExecutor, WireConnectionsRunThroughTheCpuExecutorsCode) {
+  test::ScopedEnv tcp("LOOM_TRANSPORT", "socket");
+  expectBitIdentical(3, "simple", {0, 1, 0}, {}, true);
 }
 
 // Four ranks on two GPUs of an Azure NDv2 (its NCCL topology file): the ring keeps each GPU's
