@@ -186,8 +186,8 @@ void runNow(std::vector<PendingOp>& pending) {
   });
 }
 
-// One call outside a group on the NULL stream, the latency-critical case. Its flight-record
-// entry was made running when it was issued.
+// One call outside a group, the latency-critical case: on the NULL stream, its flight-record
+// entry was made running when it was issued; on a host stream, when its item started.
 void runOneNow(CollOp&& op) {
   // The executor lets go of the op's reference before the call is recorded as finished, and
   // a loomCommAbort on another thread may drop the registry's meanwhile.
@@ -248,9 +248,12 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
       runOneNow(std::move(op));
       return loomSuccess;
     }
-    std::vector<PendingOp> one;
-    one.push_back(PendingOp{std::move(op), std::move(stream)});
-    runNow(one);
+    // One call on a host stream: one item that owns the op. Small calls are dominated by
+    // this path, so it allocates only the item (runNow's per-stream maps cost more).
+    stream->enqueue([op = std::move(op)]() mutable {
+      op.comm->flightRecorder().start(op.seq);
+      runOneNow(std::move(op));
+    });
     return loomSuccess;
   });
 }
