@@ -22,6 +22,7 @@
 #                threads, counts 0, 1, 7, 4097 and 1M+3, in and out of place, poisoned
 #                outputs, AllReduce with every algorithm, against CPU communicators on the same
 #                inputs; once with LOOM_PROTO=simple, once with ll
+#   wire         the matrix at 3 ranks over sockets: GPU buffers staged through the proxy
 #   processes    the same matrix between 2 processes sharing device 0 (when IPC works)
 #   stream       producer kernel -> AllReduce -> consumer kernel on one stream, no host sync;
 #                a call on a stream capturing a CUDA graph refused
@@ -34,7 +35,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-}
 
 usage() {
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -154,6 +155,10 @@ run_all() {
     run_phase "collectives-$proto" $((150 * slow)) env LOOM_PROTO=$proto "$check" collectives \
       --ranks "$ranks" --counts 0,1,7,4097 --large-counts "$large"
   done
+  # The same over sockets: every connection behind a proxy ring in pinned host memory
+  # (transports/proxy), as GPU ranks on different hosts reach each other.
+  run_phase wire $((120 * slow)) env LOOM_PROTO=simple LOOM_TRANSPORT=socket "$check" collectives \
+    --ranks 3 --counts 0,1,7,4097 --large-counts "$large"
   if [[ $ipc == 1 ]]; then
     run_phase processes $((120 * slow)) "$check" processes --counts 0,1,7,4097 --large-counts "$large"
   else

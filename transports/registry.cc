@@ -9,6 +9,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
+#include "transports/proxy/proxy_connection.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/slot_ring.h"
 #include "transports/socket/socket_transport.h"
@@ -162,23 +163,40 @@ class Batch {
                  ". Set LOOM_TRANSPORT, LOOM_SHM_DISABLE, LOOM_P2P_DISABLE and LOOM_P2P_LEVEL the "
                  "same on every rank");
     ConnectBlob ack;
-    out_.sends.push_back(t.connectSend(context(r), in.blob, &ack));
+    const SetupContext ctx = context(r);
+    std::unique_ptr<SendConnection> send = t.connectSend(ctx, in.blob, &ack);
+    const bool staged = ctx.device >= 0 && send->view() == nullptr;
+    if (staged) send = proxySend(std::move(send), ctx.device);
+    out_.sends.push_back(std::move(send));
     out_.sendTransport.push_back(t.name());
     owed_[i] = false;
     sendEnvelope(r, SetupMessage::kAck, okEnvelope(t, r.protocol, ack));
     LOOM_LOG(LogLevel::kInfo, t.logSubsys(), linkText(comm_.rank(), r.peer, r.channel), " via ",
-             t.name(), " (send side, ", protocolName(r.protocol), ")");
+             t.name(), stagedText(staged, ctx.device), " (send side, ", protocolName(r.protocol),
+             ")");
   }
 
   void phaseThree(size_t i) {
     const ConnectionRequest& r = requests_[i];
     SetupEnvelope in = receiveEnvelope(comm_, r, batchTag_, SetupMessage::kAck);
-    out_.recvs.push_back(pending_[i]->finish(in.blob));
+    std::unique_ptr<RecvConnection> recv = pending_[i]->finish(in.blob);
     pending_[i].reset();
+    const int device = context(r).device;
+    const bool staged = device >= 0 && recv->view() == nullptr;
+    if (staged) recv = proxyRecv(std::move(recv), device);
+    out_.recvs.push_back(std::move(recv));
     Transport& t = transportFor(r.peer);
     out_.recvTransport.push_back(t.name());
     LOOM_LOG(LogLevel::kInfo, t.logSubsys(), linkText(r.peer, comm_.rank(), r.channel), " via ",
-             t.name(), " (receive side, ", protocolName(r.protocol), ")");
+             t.name(), stagedText(staged, device), " (receive side, ", protocolName(r.protocol),
+             ")");
+  }
+
+  // A GPU rank's wire connection is staged through pinned host memory (proxy_connection.h):
+  // there is no GPUDirect path yet, so the log says so where it matters.
+  static std::string stagedText(bool staged, int device) {
+    if (!staged) return "";
+    return strCat(", staged through pinned host memory by the proxy for GPU ", device);
   }
 
   // Best effort: a peer that is gone cannot be told, and our own error is the one to report.

@@ -120,6 +120,10 @@ class SendConnection {
   // Steps were posted through view() without this object (a device program writes the ring's
   // counters itself): take the counters from the shared ring again before the next use.
   virtual void resync() {}
+  // Whether a host thread must call progress() while a device program steps view(): a wire
+  // connection behind a proxy ring (proxy/proxy_connection.h). A memory transport's ring needs
+  // no one between the device and the peer.
+  virtual bool needsHostProgress() const { return false; }
 };
 
 class RecvConnection {
@@ -154,6 +158,8 @@ class RecvConnection {
   }
   // As SendConnection::resync.
   virtual void resync() {}
+  // As SendConnection::needsHostProgress.
+  virtual bool needsHostProgress() const { return false; }
 };
 
 }  // namespace loom::transport

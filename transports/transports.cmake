@@ -1,6 +1,7 @@
 # Transports: included from the top-level CMakeLists.txt once loom_sources is defined.
 list(APPEND loom_sources
   transports/cuda_ipc/cuda_ipc_transport.cc
+  transports/proxy/proxy_connection.cc
   transports/registry.cc
   transports/slot_ring.cc
   transports/shm/device_mapping.cc

@@ -37,6 +37,7 @@ struct CudaExecutor::Work {
   LaunchMemory memory;
   cuda::Event start = nullptr, end = nullptr;
   bool onDevice = false;
+  bool held = false;       // its proxied connections are held by their proxies
   bool started = false;    // the stream reached it (the flight recorder knows)
   bool finishing = false;  // a thread is finishing it
   bool abandoned = false;  // its enqueue failed and the caller got the error
@@ -115,6 +116,18 @@ void joinStreams(cuda::DeviceRuntime& rt, void* done, void* waiter) {
 
 bool isSimulated(cuda::DeviceRuntime& rt) { return std::string_view(rt.name()) == "sim"; }
 
+// The connections of `launch` that belong to `comm`.
+void connectionsOf(const HostLaunch& launch, const Comm& comm,
+                   std::vector<transport::SendConnection*>& sends,
+                   std::vector<transport::RecvConnection*>& recvs) {
+  sends.clear();
+  recvs.clear();
+  for (size_t i = 0; i < launch.sends.size(); ++i)
+    if (launch.sendComms[i] == &comm) sends.push_back(launch.sends[i]);
+  for (size_t i = 0; i < launch.recvs.size(); ++i)
+    if (launch.recvComms[i] == &comm) recvs.push_back(launch.recvs[i]);
+}
+
 }  // namespace
 
 // One thread per process: it finishes the launches whose end has passed and tells the kernels
@@ -171,7 +184,8 @@ class CudaWatchdog {
   bool busy_ = false;
 };
 
-CudaExecutor::CudaExecutor(const Comm& comm) : comm_(comm) {
+CudaExecutor::CudaExecutor(const Comm& comm)
+    : comm_(comm), proxy_([] { CudaWatchdog::get().wake(); }) {
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
   if (isSimulated(rt)) {
     registerDeviceProgramTwins(rt);
@@ -269,11 +283,10 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
   std::string why;
   work->onDevice = buildLaunch(work->ops, work->launch, &why);  // connects first
   if (!work->onDevice && !isSimulated(rt))
-    throw InvalidUsage(strCat(
-        describeCall(work->ops.front()), " on a CUDA communicator: ", why,
-        ". Only peers whose rings are in memory (CUDA IPC, or shm mapped into the GPU: ranks of "
-        "one host) can be reached from a kernel; this build of loom cannot stage GPU buffers "
-        "through the host to peers on other hosts"));
+    throw InvalidUsage(
+        strCat(describeCall(work->ops.front()), " on a CUDA communicator: ", why,
+               ". A kernel reaches only rings in memory: CUDA IPC, shm mapped into the GPU, or the "
+               "pinned proxy ring of a wire connection"));
   // The communicators outlive the launch (destroy and abort wait for it), and the launch must
   // never be what destroys one: its finishing may run on the watchdog's thread.
   for (CollOp& op : work->ops)
@@ -301,6 +314,8 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
       rt.launchHostFunc(stream, &CudaExecutor::runOnHost, work.get());
     } else if (!work->launch.tasks.empty()) {
       DeviceLaunch view = work->memory.upload(work->launch, stream);
+      for (CudaExecutor* e : executors) e->holdProxied(*work);
+      work->held = true;
       const volatile uint32_t* abort = work->memory.abortOnDevice();
       void* args[] = {&view, &abort};
       rt.launchKernel(kernelFor(work->ops), cuda::Dim3{static_cast<unsigned>(view.ntasks)},
@@ -323,6 +338,13 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
   }
   for (CudaExecutor* e : executors) (work->onDevice ? e->deviceLaunches_ : e->hostRuns_)++;
   track(std::move(work));
+}
+
+void CudaExecutor::holdProxied(Work& work) {
+  std::vector<transport::SendConnection*> sends;
+  std::vector<transport::RecvConnection*> recvs;
+  connectionsOf(work.launch, comm_, sends, recvs);
+  proxy_.hold(sends, recvs);
 }
 
 // Puts an enqueued launch in flight on every communicator it has calls of; its first one owns
@@ -410,6 +432,16 @@ void CudaExecutor::finish(Work& work) {
         failure = e.what();
         code = loomInternalError;
       }
+      // A broken wire is why a kernel that failed stopped (it reports the abort, or a
+      // timeout). A launch that completed did not need what broke after it.
+      for (CudaExecutor* e : work.executors) {
+        if (code == loomSuccess) break;
+        const ProxyThread::Failure wire = e->proxy_.failureOf(work.launch.sends, work.launch.recvs);
+        if (wire.code == loomSuccess) continue;
+        failure = wire.what;
+        code = wire.code;
+        break;
+      }
     } else {
       failure = work.failure;
       code = work.code;
@@ -428,6 +460,15 @@ void CudaExecutor::finish(Work& work) {
     }
     for (const CollOp& op : work.ops) op.comm->finishCall(op.seq, code);
   }
+  if (work.held) {
+    std::vector<transport::SendConnection*> sends;
+    std::vector<transport::RecvConnection*> recvs;
+    for (CudaExecutor* e : work.executors) {
+      connectionsOf(work.launch, e->comm_, sends, recvs);
+      e->proxy_.release(sends, recvs);
+    }
+    work.held = false;
+  }
   work.ops.clear();
   work.launch.selfCopies.clear();
   CudaExecutor* owner = work.executors.front();
@@ -444,24 +485,34 @@ void CudaExecutor::finish(Work& work) {
 
 void CudaExecutor::stopKernelsIfAborted() {
   const AbortFlag abort = comm_.abortFlag();
-  if (abort == nullptr || !abort->raised()) return;
+  const bool aborted = abort != nullptr && abort->raised();
+  if (!aborted && !proxy_.anyFailed()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (Work* w : inFlight_)
-    if (w->onDevice) w->memory.raiseAbort();
+  for (Work* w : inFlight_) {
+    if (!w->onDevice) continue;
+    if (aborted || proxy_.failureOf(w->launch.sends, w->launch.recvs).code != loomSuccess)
+      w->memory.raiseAbort();
+  }
 }
 
 // Launches this communicator is part of but another owns are finished by their owner or the
-// watchdog.
+// watchdog. Then what the proxy still sends leaves, for as long as a call may wait.
 void CudaExecutor::waitIdle() {
   for (;;) {
     stopKernelsIfAborted();
     collect();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (inFlight_.empty()) return;
+      if (inFlight_.empty()) break;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  const std::chrono::milliseconds limit = comm_.options().timeout;
+  if (!proxy_.flush(limit))
+    LOOM_WARN(kLogNet, "rank ", comm_.rank(),
+              ": steps to peers on the wire were still leaving "
+              "after ",
+              limit.count() / 1000.0, " s; a peer may not have received them");
 }
 
 void CudaExecutor::quiesce() {

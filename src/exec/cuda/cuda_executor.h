@@ -24,9 +24,16 @@
 // never waits forever on a peer unless LOOM_TIMEOUT is 0: every wait checks the abort word and
 // the deadline.
 //
-// Calls over a connection without a ring in memory (a peer on another host: a wire transport)
-// have no device program. Under the simulated runtime, whose device memory is host memory,
-// they run through the CPU executor's code in a host function on the stream; with the CUDA
+// A wire connection (a peer on another host, or any pair under LOOM_TRANSPORT=socket) is a
+// proxy ring in pinned host memory mapped into the GPU (transports/proxy/proxy_connection.h),
+// which the kernel steps like a memory transport's ring: the communicator's proxy thread
+// (proxy_thread.h) moves its steps over the wire while a launch runs, and until what it sent
+// has left. A wire error it meets stops the kernels that step that connection and becomes
+// their calls' error.
+//
+// Calls the device program cannot run (a connection without a ring in memory, which the proxy
+// leaves only to future transports) run through the CPU executor's code in a host function on
+// the stream under the simulated runtime, whose device memory is host memory; with the CUDA
 // runtime they are refused with a message saying so.
 #pragma once
 
@@ -37,6 +44,7 @@
 #include <vector>
 
 #include "src/exec/cpu/executor.h"
+#include "src/exec/cuda/proxy_thread.h"
 #include "src/exec/device_executor.h"
 
 namespace loom {
@@ -71,8 +79,11 @@ class CudaExecutor final : public Executor {
   static void track(std::unique_ptr<Work> work);
   static void finish(Work& work);
   void waitIdle();
-  // Tells this communicator's running kernels to stop when its abort flag is up.
+  // Tells this communicator's running kernels to stop when its abort flag is up, and those
+  // that step a connection its proxy found broken.
   void stopKernelsIfAborted();
+  // What `work` steps of this communicator's connections that need its proxy.
+  void holdProxied(Work& work);
 
   const Comm& comm_;
   std::unique_ptr<CpuExecutor> cpu_;  // runs host runs: simulated runtime only
@@ -85,6 +96,7 @@ class CudaExecutor final : public Executor {
   int finishing_ = 0;                         // launches being finished by some thread
   std::condition_variable finished_;
   std::atomic<uint64_t> deviceLaunches_{0}, hostRuns_{0};
+  ProxyThread proxy_;  // drives this communicator's wire connections while kernels step them
 };
 
 }  // namespace loom

@@ -17,7 +17,8 @@ namespace loom {
 namespace {
 
 // The ring behind a connection as the device program reads it: a memory transport's Simple or
-// LL ring. False for a connection without a view (a wire transport).
+// LL ring. False for a connection without a view (a wire transport a CPU rank uses; a GPU
+// rank's is behind a proxy ring, transports/proxy/proxy_connection.h).
 template <typename Connection>
 bool deviceLink(const Connection* c, int peer, DeviceLink* link) {
   if (c == nullptr) return false;
@@ -72,6 +73,7 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
       }
       orderAfter(c);
       out.sends.push_back(c);
+      out.sendComms.push_back(&comm);
     }
     for (int k = 0; k < tp.links.nrecv; ++k) {
       transport::RecvConnection* c = comm.recvConnection(tp.links.recvPeer[k], tp.links.key);
@@ -81,6 +83,7 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
       }
       orderAfter(c);
       out.recvs.push_back(c);
+      out.recvComms.push_back(&comm);
     }
     out.tasks.push_back(t);
     out.labels.push_back(tp.label);

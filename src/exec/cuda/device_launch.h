@@ -29,9 +29,11 @@ struct HostLaunch {
   // Per call: its op (for messages and its type and reduction). Per task: its label.
   std::vector<const CollOp*> ops;
   std::vector<TaskLabel> labels;
-  // Every connection a task steps on: their host objects resync after the launch.
+  // Every connection a task steps on: their host objects resync after the launch. Their
+  // communicators, in the same order (a group's launch may hold several ranks).
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
+  std::vector<const Comm*> sendComms, recvComms;
   // The copies of sends to oneself (executor.h, planSelfCopies), which `ops` points into.
   std::vector<CollOp> selfCopies;
   std::vector<unsigned char> llStage;  // DeviceTask::llStage points into it
@@ -55,8 +57,8 @@ struct HostLaunch {
 // into several launches connects all of them first.
 void connectLaunch(const std::vector<CollOp>& ops);
 
-// Connects what `ops` need (connectLaunch) and builds their launch into `out`. Returns false, with `out`
-// unspecified, when the device program cannot run them, saying why in `why`: a connection
+// Connects what `ops` need (connectLaunch) and builds their launch into `out`. Returns false, with
+// `out` unspecified, when the device program cannot run them, saying why in `why`: a connection
 // without a ring in memory (a wire transport). Throws InvalidUsage for sends to oneself
 // without matching receives, and for a send and a receive of one group whose buffers overlap
 // at different offsets.

@@ -1,0 +1,132 @@
+// GPU ranks over a wire transport (transports/proxy/proxy_connection.h) under the simulated
+// runtime: the device program steps each connection's proxy ring in pinned host memory and
+// the communicator's proxy thread moves its steps over TCP. Results are bit-identical to CPU
+// communicators (SimExecutor.WireConnectionsRunThroughTheProxy, the whole matrix); these tests
+// cover what the proxy adds: calls that each need the wire, pipelined through a ring much
+// smaller than the call, and a peer whose death reaches the stream as its error, not a hang.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/loom.h"
+#include "src/comm/comm_registry.h"
+#include "src/cuda/runtime.h"
+#include "src/exec/cuda/cuda_executor.h"
+#include "tests/cuda/fork_pair.h"
+#include "tests/test_util.h"
+
+namespace loom {
+namespace {
+
+// Exact int32 sums whatever the order: rank r contributes (i % 1000) * (r + 1).
+std::vector<int32_t> rankInput(size_t count, int r) {
+  std::vector<int32_t> in(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1);
+  return in;
+}
+
+// Two GPU ranks (on GPUs 0 and 1) as processes over sockets, LOOM_BUFFSIZE small so that each call
+// is many steps through the proxy rings (each of kSlots slots): AllReduce, AllGather and a
+// Send/Recv pair, repeated, every result exact.
+TEST(SimProxy, ProcessesOverTheWirePipelineThroughSmallRings) {
+  test::ScopedEnv tcp("LOOM_TRANSPORT", "socket");
+  test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");  // 8 slots of 8 KiB
+  constexpr size_t kCount = 300000;                    // 1.2 MB: about 150 steps per pass
+  auto rank = [&](int r, const loomUniqueId& id) -> int {
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.device = r;
+    loomComm_t comm = nullptr;
+    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+    rt.setDevice(r);
+    void* stream = rt.streamCreate();
+    auto* buf = static_cast<int32_t*>(rt.malloc(2 * kCount * sizeof(int32_t)));
+    const std::vector<int32_t> in = rankInput(kCount, r);
+    std::vector<int32_t> out(2 * kCount);
+    for (int round = 0; round < 3; ++round) {
+      rt.memcpyAsync(buf, in.data(), kCount * sizeof(int32_t), stream);
+      if (loomAllReduce(buf, buf, kCount, loomInt32, loomSum, comm,
+                        static_cast<loomStream_t>(stream)) != loomSuccess)
+        return 11;
+      rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
+      rt.streamSynchronize(stream);
+      for (size_t i = 0; i < kCount; ++i)
+        if (out[i] != static_cast<int32_t>(i % 1000) * 3) return 12;
+      rt.memcpyAsync(buf + r * kCount, in.data(), kCount * sizeof(int32_t), stream);
+      if (loomAllGather(buf + r * kCount, buf, kCount, loomInt32, comm,
+                        static_cast<loomStream_t>(stream)) != loomSuccess)
+        return 13;
+      rt.memcpyAsync(out.data(), buf, 2 * kCount * sizeof(int32_t), stream);
+      rt.streamSynchronize(stream);
+      for (int from = 0; from < 2; ++from)
+        for (size_t i = 0; i < kCount; ++i)
+          if (out[from * kCount + i] != static_cast<int32_t>(i % 1000) * (from + 1)) return 14;
+      // Rank 0 sends its input (where AllGather put it) to rank 1, into a poisoned buffer.
+      if (r == 1) rt.memsetAsync(buf, 0xff, kCount * sizeof(int32_t), stream);
+      const loomResult_t p2p =
+          r == 0 ? loomSend(buf, kCount, loomInt32, 1, comm, static_cast<loomStream_t>(stream))
+                 : loomRecv(buf, kCount, loomInt32, 0, comm, static_cast<loomStream_t>(stream));
+      if (p2p != loomSuccess) return 15;
+      rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
+      rt.streamSynchronize(stream);
+      if (r == 1)
+        for (size_t i = 0; i < kCount; ++i)
+          if (out[i] != static_cast<int32_t>(i % 1000)) return 16;
+    }
+    loomResult_t async = loomInternalError;
+    if (loomCommGetAsyncError(comm, &async) != loomSuccess || async != loomSuccess) return 17;
+    auto& executor = static_cast<CudaExecutor&>(executorOf(*findComm(comm)));
+    if (executor.deviceLaunches() == 0 || executor.hostRuns() != 0) return 18;
+    rt.free(buf);
+    rt.streamDestroy(stream);
+    return loomCommDestroy(comm) == loomSuccess ? 0 : 19;
+  };
+  const test::ForkedPair result = test::runForkedPair(rank);
+  EXPECT_EQ(result.parent, 0);
+  EXPECT_EQ(result.childStatus, 0);
+}
+
+// A peer process that dies between calls: the next call's kernel stops once the proxy finds
+// the wire broken, the stream goes on, and the communicator reports loomRemoteError (not the
+// timeout, which is far away).
+TEST(SimProxy, APeerThatDiesFailsTheCallOnTheStream) {
+  test::ScopedEnv tcp("LOOM_TRANSPORT", "socket");
+  test::ScopedEnv timeout("LOOM_TIMEOUT", "600");
+  constexpr size_t kCount = 100000;
+  std::string error;
+  auto rank = [&](int r, const loomUniqueId& id) -> int {
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.device = 0;
+    loomComm_t comm = nullptr;
+    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+    void* stream = rt.streamCreate();
+    auto* buf = static_cast<float*>(rt.malloc(kCount * sizeof(float)));
+    rt.memsetAsync(buf, 0, kCount * sizeof(float), stream);
+    if (loomAllReduce(buf, buf, kCount, loomFloat32, loomSum, comm,
+                      static_cast<loomStream_t>(stream)) != loomSuccess)
+      return 11;
+    rt.streamSynchronize(stream);
+    if (r == 1) _exit(0);  // dies without destroying its communicator
+    if (loomAllReduce(buf, buf, kCount, loomFloat32, loomSum, comm,
+                      static_cast<loomStream_t>(stream)) != loomSuccess)
+      return 12;
+    rt.streamSynchronize(stream);  // the kernel ends: no hang
+    loomResult_t async = loomSuccess;
+    if (loomCommGetAsyncError(comm, &async) != loomSuccess) return 13;
+    if (async != loomRemoteError) return 20 + static_cast<int>(async);
+    error = loomGetLastError(comm);
+    loomCommAbort(comm);
+    return 0;
+  };
+  const test::ForkedPair result = test::runForkedPair(rank);
+  EXPECT_EQ(result.parent, 0) << error;
+  EXPECT_EQ(result.childStatus, 0);
+  EXPECT_TRUE(test::contains(error, "AllReduce")) << error;
+  EXPECT_TRUE(test::contains(error, "rank 1")) << error;
+}
+
+}  // namespace
+}  // namespace loom
