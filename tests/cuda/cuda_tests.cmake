@@ -31,6 +31,12 @@ target_compile_options(loom_cuda_sim_tests PRIVATE ${loom_warnings})
 target_compile_definitions(loom_cuda_sim_tests PRIVATE
   LOOM_TEST_RANK_BINARY="$<TARGET_FILE:loom_test_rank>"
   LOOM_TOPO_FIXTURES="${PROJECT_SOURCE_DIR}/tests/topo/fixtures")
+# GPU ranks on two hosts over the ib transport run on the software NIC (tests/softnic).
+if(LOOM_WITH_IBVERBS AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../softnic/CMakeLists.txt)
+  target_compile_definitions(loom_cuda_sim_tests PRIVATE
+    LOOM_SOFTNIC_LIB="$<TARGET_FILE:loom_softnic>")
+  add_dependencies(loom_cuda_sim_tests loom_softnic)
+endif()
 gtest_discover_tests(loom_cuda_sim_tests
   PROPERTIES ENVIRONMENT "LOOM_SOCKET_IFNAME=lo" TIMEOUT 120 DISCOVERY_TIMEOUT 60)
 
