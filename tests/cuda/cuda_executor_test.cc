@@ -77,7 +77,6 @@ void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices 
   for (int r = 0; r < nranks; ++r) {
     const auto& executor = dynamic_cast<const CudaExecutor&>(executorOf(*findComm(gpu[r])));
     EXPECT_GT(executor.deviceLaunches(), cases.size() / 2) << r;
-    EXPECT_EQ(executor.hostRuns(), 0u) << r;
   }
   for (loomComm_t c : cpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);

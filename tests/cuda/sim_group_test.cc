@@ -184,7 +184,6 @@ TEST(SimGroup, SeveralReductionsAndDevicesLaunchOncePerKernel) {
     EXPECT_EQ(async, loomSuccess) << loomGetLastError(comms[r]);
     const auto& executor = dynamic_cast<const CudaExecutor&>(executorOf(*findComm(comms[r])));
     EXPECT_EQ(executor.deviceLaunches(), 2u) << "rank " << r;
-    EXPECT_EQ(executor.hostRuns(), 0u) << "rank " << r;
   }
   for (int r = 0; r < n; ++r) {
     rt.free(sums[r]);

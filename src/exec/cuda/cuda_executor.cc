@@ -10,6 +10,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/cuda/runtime.h"
+#include "src/exec/cpu/executor.h"
 #include "src/exec/cuda/device_kernels.h"
 #include "src/exec/cuda/device_launch.h"
 #include "src/exec/cuda/launch_memory.h"
@@ -17,7 +18,7 @@
 
 namespace loom {
 
-// A launch in flight, or a host run (a call without a device program, simulated runtime only).
+// A launch in flight.
 struct CudaExecutor::Work {
   explicit Work(cuda::DeviceRuntime& runtime) : rt(runtime), memory(runtime) {}
   ~Work() {
@@ -30,24 +31,18 @@ struct CudaExecutor::Work {
   }
 
   cuda::DeviceRuntime& rt;
-  uint64_t order = 0;                    // enqueue order in the process
   std::vector<CudaExecutor*> executors;  // each communicator it has calls of; [0] owns it
   std::vector<CollOp> ops;               // their communicators by non-owning pointers
   HostLaunch launch;
   LaunchMemory memory;
   cuda::Event start = nullptr, end = nullptr;
-  bool onDevice = false;
   bool held = false;       // its proxied connections are held by their proxies
   bool started = false;    // the stream reached it (the flight recorder knows)
   bool finishing = false;  // a thread is finishing it
   bool abandoned = false;  // its enqueue failed and the caller got the error
-  std::string failure;     // a host run's
-  loomResult_t code = loomSuccess;
 };
 
 namespace {
-
-std::atomic<uint64_t> workOrder{0};
 
 bool isReduction(CollKind k) {
   return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kReduceScatter;
@@ -187,10 +182,7 @@ class CudaWatchdog {
 CudaExecutor::CudaExecutor(const Comm& comm)
     : comm_(comm), proxy_([] { CudaWatchdog::get().wake(); }) {
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-  if (isSimulated(rt)) {
-    registerDeviceProgramTwins(rt);
-    cpu_ = std::make_unique<CpuExecutor>(comm);
-  }
+  if (isSimulated(rt)) registerDeviceProgramTwins(rt);
   CudaWatchdog::get().add(this);
 }
 
@@ -277,12 +269,9 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
   work->executors = executors;
   work->ops = std::move(ops);
   work->started = work->finishing = work->abandoned = false;
-  work->failure.clear();
-  work->code = loomSuccess;
   cuda::CurrentDeviceScope device(owner.comm_.device());
   std::string why;
-  work->onDevice = buildLaunch(work->ops, work->launch, &why);  // connects first
-  if (!work->onDevice && !isSimulated(rt))
+  if (!buildLaunch(work->ops, work->launch, &why))  // connects first
     throw InvalidUsage(
         strCat(describeCall(work->ops.front()), " on a CUDA communicator: ", why,
                ". A kernel reaches only rings in memory: CUDA IPC, shm mapped into the GPU, or the "
@@ -304,15 +293,12 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
   if (work->end == nullptr) work->end = rt.eventCreate(false);
   for (CudaExecutor* e : executors)
     if (e->order_ == nullptr) e->order_ = rt.eventCreate(false);
-  work->order = ++workOrder;
   for (void* other : others) joinStreams(rt, other, stream);
   try {
     // After the communicators' previous launches, which step the same rings.
     for (CudaExecutor* e : executors) rt.streamWaitEvent(stream, e->order_);
     rt.eventRecord(work->start, stream);
-    if (!work->onDevice) {
-      rt.launchHostFunc(stream, &CudaExecutor::runOnHost, work.get());
-    } else if (!work->launch.tasks.empty()) {
+    if (!work->launch.tasks.empty()) {
       DeviceLaunch view = work->memory.upload(work->launch, stream);
       for (CudaExecutor* e : executors) e->holdProxied(*work);
       work->held = true;
@@ -336,7 +322,7 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
     track(std::move(work));
     throw;
   }
-  for (CudaExecutor* e : executors) (work->onDevice ? e->deviceLaunches_ : e->hostRuns_)++;
+  for (CudaExecutor* e : executors) e->deviceLaunches_++;
   track(std::move(work));
 }
 
@@ -357,35 +343,6 @@ void CudaExecutor::track(std::unique_ptr<Work> work) {
   CudaExecutor& owner = *work->executors.front();
   std::lock_guard<std::mutex> lock(owner.mutex_);
   owner.owned_.push_back(std::move(work));
-}
-
-// A host run, on the stream's thread (simulated runtime: host functions may do anything there).
-// The launches before it have passed their end; once they are finished, the host objects of
-// their connections have taken their counters back from the rings, and the CPU executor's
-// code continues from there.
-void CudaExecutor::runOnHost(void* raw) {
-  Work& work = *static_cast<Work*>(raw);
-  for (;;) {
-    bool earlier = false;
-    for (CudaExecutor* e : work.executors) {
-      e->collect();
-      std::lock_guard<std::mutex> lock(e->mutex_);
-      for (const Work* w : e->inFlight_) earlier = earlier || w->order < work.order;
-    }
-    if (!earlier) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  LOOM_LOG(LogLevel::kInfo, kLogColl, describeCall(work.ops.front()),
-           " runs through the CPU executor's code: a connection has no ring in memory");
-  try {
-    work.executors.front()->cpu_->run(work.ops);
-  } catch (const Error& e) {
-    work.failure = e.what();
-    work.code = e.code();
-  } catch (const std::exception& e) {
-    work.failure = e.what();
-    work.code = loomInternalError;
-  }
 }
 
 void CudaExecutor::collect() {
@@ -421,7 +378,7 @@ void CudaExecutor::finish(Work& work) {
   if (!work.abandoned) {
     std::string failure;
     loomResult_t code = loomSuccess;
-    if (work.onDevice) {
+    {
       work.launch.error = work.memory.record().error;
       try {
         finishLaunch(work.launch);
@@ -442,9 +399,6 @@ void CudaExecutor::finish(Work& work) {
         code = wire.code;
         break;
       }
-    } else {
-      failure = work.failure;
-      code = work.code;
     }
     if (!work.started)
       for (const CollOp& op : work.ops) op.comm->flightRecorder().start(op.seq);
@@ -489,7 +443,6 @@ void CudaExecutor::stopKernelsIfAborted() {
   if (!aborted && !proxy_.anyFailed()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   for (Work* w : inFlight_) {
-    if (!w->onDevice) continue;
     if (aborted || proxy_.failureOf(w->launch.sends, w->launch.recvs).code != loomSuccess)
       w->memory.raiseAbort();
   }
@@ -507,26 +460,22 @@ void CudaExecutor::waitIdle() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  const std::chrono::milliseconds limit = comm_.options().timeout;
-  if (!proxy_.flush(limit))
+  // An aborted communicator sends nothing more.
+  const AbortFlag abort = comm_.abortFlag();
+  const bool aborted = abort != nullptr && abort->raised();
+  const std::chrono::milliseconds limit =
+      aborted ? std::chrono::milliseconds(1) : comm_.options().timeout;
+  if (!proxy_.flush(limit) && !aborted)
     LOOM_WARN(kLogNet, "rank ", comm_.rank(),
               ": steps to peers on the wire were still leaving "
               "after ",
               limit.count() / 1000.0, " s; a peer may not have received them");
 }
 
-void CudaExecutor::quiesce() {
-  waitIdle();
-  if (cpu_) cpu_->quiesce();
-}
+void CudaExecutor::quiesce() { waitIdle(); }
 
-void CudaExecutor::resume() {
-  if (cpu_) cpu_->resume();
-}
+void CudaExecutor::resume() {}
 
-void CudaExecutor::drain() {
-  waitIdle();
-  if (cpu_) cpu_->drain();
-}
+void CudaExecutor::drain() { waitIdle(); }
 
 }  // namespace loom

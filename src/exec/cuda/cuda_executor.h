@@ -30,11 +30,7 @@
 // (proxy_thread.h) moves its steps over the wire while a launch runs, and until what it sent
 // has left. A wire error it meets stops the kernels that step that connection and becomes
 // their calls' error.
-//
-// Calls the device program cannot run (a connection without a ring in memory, which the proxy
-// leaves only to future transports) run through the CPU executor's code in a host function on
-// the stream under the simulated runtime, whose device memory is host memory; with the CUDA
-// runtime they are refused with a message saying so.
+
 #pragma once
 
 #include <atomic>
@@ -43,7 +39,6 @@
 #include <mutex>
 #include <vector>
 
-#include "src/exec/cpu/executor.h"
 #include "src/exec/cuda/proxy_thread.h"
 #include "src/exec/device_executor.h"
 
@@ -56,7 +51,6 @@ class CudaExecutor final : public Executor {
 
   const char* device() const override { return "cuda"; }
   bool hostStreams() const override { return false; }
-  CpuExecutor* hostExecutor() override { return cpu_.get(); }
   void run(std::vector<CollOp>& ops) override;
   void runOne(CollOp&& op) override;
   void quiesce() override;
@@ -64,9 +58,8 @@ class CudaExecutor final : public Executor {
   void drain() override;
   void collect() override;
 
-  // Launches of the device program so far, and calls or groups run by the CPU executor's code.
+  // Launches of the device program so far.
   uint64_t deviceLaunches() const { return deviceLaunches_; }
-  uint64_t hostRuns() const { return hostRuns_; }
 
   struct Work;  // a launch in flight (cuda_executor.cc)
 
@@ -75,7 +68,6 @@ class CudaExecutor final : public Executor {
   void enqueue(std::vector<CollOp> ops);
   static void refuseStreamCapture(const std::vector<CollOp>& ops);
   static void enqueueLocked(std::vector<CollOp> ops);
-  static void runOnHost(void* work);
   static void track(std::unique_ptr<Work> work);
   static void finish(Work& work);
   void waitIdle();
@@ -86,16 +78,15 @@ class CudaExecutor final : public Executor {
   void holdProxied(Work& work);
 
   const Comm& comm_;
-  std::unique_ptr<CpuExecutor> cpu_;  // runs host runs: simulated runtime only
-  std::mutex enqueueMutex_;           // held while a launch of this communicator is enqueued
-  void* order_ = nullptr;             // recorded after each launch: the next one waits for it
-  std::mutex mutex_;                  // guards the lists below
-  std::vector<Work*> inFlight_;       // launches this communicator is part of
+  std::mutex enqueueMutex_;      // held while a launch of this communicator is enqueued
+  void* order_ = nullptr;        // recorded after each launch: the next one waits for it
+  std::mutex mutex_;             // guards the lists below
+  std::vector<Work*> inFlight_;  // launches this communicator is part of
   std::vector<std::unique_ptr<Work>> owned_;  // those it enqueued, until they are finished
   std::vector<std::unique_ptr<Work>> spare_;  // finished ones, reused with their memory
   int finishing_ = 0;                         // launches being finished by some thread
   std::condition_variable finished_;
-  std::atomic<uint64_t> deviceLaunches_{0}, hostRuns_{0};
+  std::atomic<uint64_t> deviceLaunches_{0};
   ProxyThread proxy_;  // drives this communicator's wire connections while kernels step them
 };
 

@@ -83,11 +83,15 @@ ProxyThread::Failure ProxyThread::failureOf(
 bool ProxyThread::flush(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto done = [&] { return driven_.empty(); };
+  bool flushed = true;
   if (limit.count() <= 0) {
     idle_.wait(lock, done);
-    return true;
+  } else {
+    flushed = idle_.wait_for(lock, limit, done);
   }
-  return idle_.wait_for(lock, limit, done);
+  driven_.clear();
+  idle_.wait(lock, [&] { return !inRound_; });
+  return flushed;
 }
 
 void ProxyThread::loop() {
@@ -104,6 +108,7 @@ void ProxyThread::loop() {
       continue;
     }
     round.assign(driven_.begin(), driven_.end());
+    inRound_ = true;
     lock.unlock();
     bool moved = false;
     finished.clear();
@@ -129,6 +134,8 @@ void ProxyThread::loop() {
       std::this_thread::sleep_for(kNap);
     }
     lock.lock();
+    inRound_ = false;
+    idle_.notify_all();
     for (const auto& [key, generation] : finished) {
       auto it = driven_.find(key);
       if (it != driven_.end() && it->second.generation == generation) driven_.erase(it);

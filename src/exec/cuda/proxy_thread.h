@@ -56,7 +56,8 @@ class ProxyThread {
   Failure failureOf(const std::vector<transport::SendConnection*>& sends,
                     const std::vector<transport::RecvConnection*>& recvs) const;
   // Waits until no connection is held and every released send has drained or failed, for at
-  // most `limit` (0: no limit); false when the limit passed first.
+  // most `limit` (0: no limit), then lets go of whatever is left once the thread's current
+  // round is over, so that the connections may be destroyed. False when something was left.
   bool flush(std::chrono::milliseconds limit);
 
  private:
@@ -75,11 +76,12 @@ class ProxyThread {
   std::function<void()> onFailure_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // something to drive, or stop
-  std::condition_variable idle_;  // nothing left to drive
+  std::condition_variable idle_;  // nothing left to drive, or a round ended
   // By connection (its address, send or receive): what launches hold it.
   std::map<const void*, Driven> driven_;
   std::map<const void*, Failure> failed_;
   std::atomic<bool> anyFailed_{false};
+  bool inRound_ = false;  // the thread is calling connections outside the lock
   bool stop_ = false;
   std::thread thread_;  // started by the first hold()
 };
