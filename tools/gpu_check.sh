@@ -86,7 +86,7 @@ run_phase() {
   rc=${PIPESTATUS[0]}
   local took=$((SECONDS - start)) found=0 line
   while IFS= read -r line; do
-    results+=("$(printf '%-20s %-5s %5ss  %s' "$(awk '{print $2}' <<<"$line")" \
+    results+=("$(printf '%-20s %-5s %5ss  %s' "$name" \
       "$(awk '{print $3}' <<<"$line")" "$took" "$(cut -d' ' -f4- <<<"$line")")")
     found=1
   done < <(grep '^RESULT ' "$log")
