@@ -13,7 +13,9 @@
    copies), which hardly depends on the batch. "cpu" is the CPU time a rank's process spends
    per step (all its threads): on a machine with fewer cores than ranks' threads that, not the
    wall time, is what a backend costs, and it is still meaningful while others load the
-   machine.
+   machine. "ddp floor" is DDP over gloo with a comm hook that communicates nothing: the step
+   with DDP's own work (its bucket copies, hooks and autograd bookkeeping) and no transfer, so
+   ddp floor / gloo is the lowest loom / gloo that any backend can reach under DDP here.
 2. all_reduce (float32, SUM, in place, the tensor reused) through torch.distributed on loom
    against loom's own all_reduce_perf (the same ranks as processes, pageable buffers, in-place
    column) at 1 MiB, 16 MiB and 256 MiB on 2 ranks. "loop" times calls back to back, as
@@ -69,6 +71,15 @@ def model_10m():
                          nn.Linear(2048, 1024), nn.ReLU(), nn.Linear(1024, 1024))
 
 
+def no_communication(state, bucket):
+    """A DDP comm hook that leaves the bucket as it is: DDP's work without the transfer."""
+    import torch
+
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def ddp_rank(rank, world, port, backend, path, steps, batch, out):
     import torch
 
@@ -82,8 +93,10 @@ def ddp_rank(rank, world, port, backend, path, steps, batch, out):
     else:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        dist = init(backend, rank, world, port, path)
+        dist = init("gloo" if backend == "ddp-floor" else backend, rank, world, port, path)
         model = DDP(model_10m())
+        if backend == "ddp-floor":
+            model.register_comm_hook(None, no_communication)
         sync = dist.barrier
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     times, cpu = [], []
@@ -199,7 +212,8 @@ def main():
 
     if "ddp" not in args.skip:
         backends = [(label, "loom", path) for label, path in bindings]
-        backends += [("gloo", "gloo", ""), ("compute", "compute", "")]
+        backends += [("gloo", "gloo", ""), ("ddp floor", "ddp-floor", ""),
+                     ("compute", "compute", "")]
         for world in map(int, args.worlds.split(",")):
             times = {label: [] for label, _, _ in backends}
             cpus = {label: [] for label, _, _ in backends}
