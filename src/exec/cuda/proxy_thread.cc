@@ -91,6 +91,10 @@ bool ProxyThread::flush(std::chrono::milliseconds limit) {
   }
   driven_.clear();
   idle_.wait(lock, [&] { return !inRound_; });
+  // The launches that stepped a failed connection are finished and have reported it; the
+  // connections may now be destroyed, and a new one may get a failed one's address.
+  failed_.clear();
+  anyFailed_.store(false, std::memory_order_release);
   return flushed;
 }
 

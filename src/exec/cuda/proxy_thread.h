@@ -57,7 +57,8 @@ class ProxyThread {
                     const std::vector<transport::RecvConnection*>& recvs) const;
   // Waits until no connection is held and every released send has drained or failed, for at
   // most `limit` (0: no limit), then lets go of whatever is left once the thread's current
-  // round is over, so that the connections may be destroyed. False when something was left.
+  // round is over, and forgets the failures, so that the connections may be destroyed. Called
+  // with no launch in flight. False when something was left.
   bool flush(std::chrono::milliseconds limit);
 
  private:
