@@ -17,6 +17,7 @@
 #include "src/exec/cuda/cuda_executor.h"
 #include "tests/cuda/fork_pair.h"
 #include "tests/test_util.h"
+#include "tests/transports/transport_test_util.h"
 
 namespace loom {
 namespace {
@@ -104,6 +105,82 @@ TEST(SimProxy, TwoHostsOverTheSoftwareNicPipelineThroughSmallRings) {
 #else
   GTEST_SKIP() << "this build has no ib transport (LOOM_WITH_IBVERBS=OFF)";
 #endif
+}
+
+// A data connection that breaks under a kernel (the software NIC kills rank 1's queue pair
+// after 300 work requests, IBV_EVENT_QP_FATAL): rank 1's proxy fails the send, its kernel
+// stops, its communicator reports loomRemoteError and the control channel tells rank 0, whose
+// kernel stops too. Neither rank hangs or waits for its timeout.
+TEST(SimProxy, AQueuePairThatDiesFailsBothRanks) {
+#ifdef LOOM_SOFTNIC_LIB
+  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
+  test::ScopedEnv wire("LOOM_TRANSPORT", "ib");
+  test::ScopedEnv host("LOOM_HOSTID", "host-a");  // the child is host-b
+  test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
+  test::ScopedEnv timeout("LOOM_TIMEOUT", "600");
+  constexpr size_t kCount = 300000;
+  auto rank = [&](int r, const loomUniqueId& id) -> int {
+    if (r == 1) {
+      setenv("LOOM_HOSTID", "host-b", 1);
+      setenv("SOFTNIC_FAULT", "qp_fatal@300", 1);
+    }
+    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+    config.device = r;
+    loomComm_t comm = nullptr;
+    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+    rt.setDevice(r);
+    void* stream = rt.streamCreate();
+    auto* buf = static_cast<float*>(rt.malloc(kCount * sizeof(float)));
+    rt.memsetAsync(buf, 0, kCount * sizeof(float), stream);
+    loomResult_t async = loomSuccess;
+    for (int call = 0; call < 20 && async == loomSuccess; ++call) {
+      const loomResult_t enqueued = loomAllReduce(buf, buf, kCount, loomFloat32, loomSum, comm,
+                                                  static_cast<loomStream_t>(stream));
+      rt.streamSynchronize(stream);  // the kernel ends: no hang
+      if (loomCommGetAsyncError(comm, &async) != loomSuccess) return 11;
+      if (enqueued != loomSuccess && async == loomSuccess) async = enqueued;
+    }
+    if (async != loomRemoteError) return 20 + static_cast<int>(async);
+    loomCommAbort(comm);
+    return 0;
+  };
+  const test::ForkedPair result = test::runForkedPair(rank);
+  EXPECT_EQ(result.parent, 0);
+  EXPECT_EQ(result.childStatus, 0);
+#else
+  GTEST_SKIP() << "this build has no ib transport (LOOM_WITH_IBVERBS=OFF)";
+#endif
+}
+
+// The host-side calls of a proxy connection (tryAcquire/post, tryReceive/release, progress)
+// carry every byte and tag in order with kSlots of flow control, as any connection's do: the
+// transports' ring exchange (transport_test_util.h) over 3 GPU ranks' socket connections,
+// which the registry puts behind proxy rings.
+TEST(SimProxy, HostSideCallsCarryEveryByteAndTag) {
+  test::ScopedEnv tcp("LOOM_TRANSPORT", "socket");
+  test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
+  constexpr int kRanks = 3;
+  std::vector<loomComm_t> comms(kRanks);
+  std::vector<int> devices{0, 1, 0};
+  ASSERT_EQ(loomCommInitAll(comms.data(), kRanks, devices.data()), loomSuccess);
+  std::vector<std::string> errors(kRanks);
+  test::runThreads(kRanks, [&](int r) {
+    try {
+      Comm& comm = *findComm(comms[r]);
+      std::vector<transport::ConnectionRequest> requests = transport::test::ringRequests(comm, 2);
+      transport::Connections conns = transport::connectAll(comm, requests, /*batchTag=*/1);
+      for (const auto& c : conns.sends)
+        if (!c->needsHostProgress() || c->view() == nullptr) errors[r] = "a send is not proxied";
+      for (const auto& c : conns.recvs)
+        if (!c->needsHostProgress() || c->view() == nullptr) errors[r] = "a recv is not proxied";
+      if (errors[r].empty()) errors[r] = transport::test::exchange(comm, requests, conns, 300);
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  test::finalizeAndDestroy(comms);
 }
 
 // A peer process that dies between calls: the next call's kernel stops once the proxy finds

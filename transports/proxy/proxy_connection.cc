@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <new>
 #include <utility>
 
@@ -156,7 +157,10 @@ class ProxyRecvConnection final : public RecvConnection {
   const void* tryReceive(size_t* bytes, uint32_t* tag) override {
     ProxyControl& c = ring_.control();
     const uint64_t head = c.head.load(std::memory_order_relaxed);
-    if (head == c.tail.load(std::memory_order_acquire)) return nullptr;
+    if (head == c.tail.load(std::memory_order_acquire)) {
+      if (broken_) std::rethrow_exception(broken_);  // the step asked for cannot come
+      return nullptr;
+    }
     *bytes = ring_.bytes(head);
     if (tag != nullptr) *tag = ring_.tag(head);
     return ring_.slot(head);
@@ -165,40 +169,55 @@ class ProxyRecvConnection final : public RecvConnection {
     ProxyControl& c = ring_.control();
     c.head.store(c.head.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
-  // Lets the wire move, then copies every step it received into a free proxy slot.
+  // Lets the wire move, then copies every step it received into a free proxy slot. Reading
+  // ahead, the wire may meet the end of a peer that has sent all it will: that is kept, not
+  // thrown, until someone asks for a step the ring does not have (tryReceive, checkPeer).
   bool progress() override {
-    bool moved = wire_->progress();
-    ProxyControl& c = ring_.control();
-    while (filled_ - c.head.load(std::memory_order_acquire) < kSlots) {
-      size_t bytes = 0;
-      uint32_t tag = 0;
-      const void* data = wire_->tryReceive(&bytes, &tag);
-      if (data == nullptr) break;
-      LOOM_ENFORCE(bytes <= ring_.slotBytes(), RemoteError, "a step of ", bytes,
-                   " bytes arrived for a slot of ", ring_.slotBytes());
-      std::memcpy(ring_.slot(filled_), data, bytes);
-      wire_->release();
-      ring_.publish(filled_, bytes, tag);
-      ++filled_;
-      moved = true;
+    if (broken_) return false;
+    bool moved = false;
+    try {
+      moved = wire_->progress();
+      ProxyControl& c = ring_.control();
+      while (filled_ - c.head.load(std::memory_order_acquire) < kSlots) {
+        size_t bytes = 0;
+        uint32_t tag = 0;
+        const void* data = wire_->tryReceive(&bytes, &tag);
+        if (data == nullptr) break;
+        LOOM_ENFORCE(bytes <= ring_.slotBytes(), RemoteError, "a step of ", bytes,
+                     " bytes arrived for a slot of ", ring_.slotBytes());
+        std::memcpy(ring_.slot(filled_), data, bytes);
+        wire_->release();
+        ring_.publish(filled_, bytes, tag);
+        ++filled_;
+        moved = true;
+      }
+    } catch (const Error&) {
+      broken_ = std::current_exception();
     }
     return moved;
   }
   size_t slotBytes() const override { return ring_.slotBytes(); }
   WaitArm armWait(WaitSet& set) override {
-    ProxyControl& c = ring_.control();
-    if (c.head.load(std::memory_order_relaxed) != c.tail.load(std::memory_order_acquire))
-      return WaitArm::kReady;
+    if (!empty() || broken_) return WaitArm::kReady;  // tryReceive has a step, or the error
     return wire_->armWait(set);
   }
-  void checkPeer() const override { wire_->checkPeer(); }
+  void checkPeer() const override {
+    if (broken_ && empty()) std::rethrow_exception(broken_);
+    if (!broken_) wire_->checkPeer();
+  }
   const ConnectionView* view() const override { return ring_.view(); }
   bool needsHostProgress() const override { return true; }
 
  private:
+  bool empty() const {
+    ProxyControl& c = ring_.control();
+    return c.head.load(std::memory_order_relaxed) == c.tail.load(std::memory_order_acquire);
+  }
+
   std::unique_ptr<RecvConnection> wire_;
   ProxyRing ring_;
-  uint64_t filled_ = 0;  // steps of the wire copied into the proxy ring
+  uint64_t filled_ = 0;        // steps of the wire copied into the proxy ring
+  std::exception_ptr broken_;  // the wire's error, once it failed
 };
 
 }  // namespace

@@ -22,6 +22,14 @@
 // The host-side calls (tryAcquire, post, tryReceive, release) step the proxy ring as the
 // device program does, so host code could drive the connection too; progress() is driven by
 // one thread at a time.
+//
+// Errors. A send whose wire fails throws from progress(): a step it holds cannot be delivered.
+// A receive reads ahead, so its wire may meet the end of a peer that has sent everything it
+// will (it finished and destroyed its communicator), which looks like a death. So the receive
+// keeps the wire's error and raises it only to a consumer that asks for a step the ring does
+// not have (tryReceive, checkPeer). A kernel cannot ask: a peer's death reaches it through
+// the control channel (src/bootstrap/control_channel.h), which stops every rank's waits, and
+// a data connection that broke fails its sending side, whose communicator reports it there.
 #pragma once
 
 #include <memory>
