@@ -29,6 +29,17 @@ std::vector<int32_t> rankInput(size_t count, int r) {
   return in;
 }
 
+// Rank r of a forked pair (fork_pair.h) on simulated GPU `device`, made current: its
+// communicator, or nullptr when init failed.
+loomComm_t initGpuRank(int r, const loomUniqueId& id, int device) {
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.device = device;
+  loomComm_t comm = nullptr;
+  if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return nullptr;
+  cuda::deviceRuntime().setDevice(device);
+  return comm;
+}
+
 // Two GPU ranks (on GPUs 0 and 1) as processes on two hosts (LOOM_HOSTID), so no memory
 // transport connects them: `transport` carries every connection, behind the proxy rings.
 // LOOM_BUFFSIZE is small so that each call is many steps through rings of kSlots slots:
@@ -41,12 +52,9 @@ void pipelineOnTwoHosts(const char* transport) {
   constexpr size_t kCount = 300000;  // 1.2 MB: about 150 steps per pass
   auto rank = [&](int r, const loomUniqueId& id) -> int {
     if (r == 1) setenv("LOOM_HOSTID", "host-b", 1);
-    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-    config.device = r;
-    loomComm_t comm = nullptr;
-    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    loomComm_t comm = initGpuRank(r, id, r);
+    if (comm == nullptr) return 10;
     cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-    rt.setDevice(r);
     void* stream = rt.streamCreate();
     auto* buf = static_cast<int32_t*>(rt.malloc(2 * kCount * sizeof(int32_t)));
     const std::vector<int32_t> in = rankInput(kCount, r);
@@ -124,12 +132,9 @@ TEST(SimProxy, AQueuePairThatDiesFailsBothRanks) {
       setenv("LOOM_HOSTID", "host-b", 1);
       setenv("SOFTNIC_FAULT", "qp_fatal@300", 1);
     }
-    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-    config.device = r;
-    loomComm_t comm = nullptr;
-    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    loomComm_t comm = initGpuRank(r, id, r);
+    if (comm == nullptr) return 10;
     cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-    rt.setDevice(r);
     void* stream = rt.streamCreate();
     auto* buf = static_cast<float*>(rt.malloc(kCount * sizeof(float)));
     rt.memsetAsync(buf, 0, kCount * sizeof(float), stream);
@@ -183,19 +188,17 @@ TEST(SimProxy, HostSideCallsCarryEveryByteAndTag) {
   test::finalizeAndDestroy(comms);
 }
 
-// A peer process that dies between calls: the next call's kernel stops once the proxy finds
-// the wire broken, the stream goes on, and the communicator reports loomRemoteError (not the
-// timeout, which is far away).
+// A peer process that dies between calls: the next call's kernel stops once the death reaches
+// it (the control channel, or the proxy's broken send), the stream goes on, and the
+// communicator reports loomRemoteError (not the timeout, which is far away).
 TEST(SimProxy, APeerThatDiesFailsTheCallOnTheStream) {
   test::ScopedEnv tcp("LOOM_TRANSPORT", "socket");
   test::ScopedEnv timeout("LOOM_TIMEOUT", "600");
   constexpr size_t kCount = 100000;
   std::string error;
   auto rank = [&](int r, const loomUniqueId& id) -> int {
-    loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-    config.device = 0;
-    loomComm_t comm = nullptr;
-    if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return 10;
+    loomComm_t comm = initGpuRank(r, id, 0);
+    if (comm == nullptr) return 10;
     cuda::DeviceRuntime& rt = cuda::deviceRuntime();
     void* stream = rt.streamCreate();
     auto* buf = static_cast<float*>(rt.malloc(kCount * sizeof(float)));

@@ -111,16 +111,17 @@ void joinStreams(cuda::DeviceRuntime& rt, void* done, void* waiter) {
 
 bool isSimulated(cuda::DeviceRuntime& rt) { return std::string_view(rt.name()) == "sim"; }
 
-// The connections of `launch` that belong to `comm`.
-void connectionsOf(const HostLaunch& launch, const Comm& comm,
-                   std::vector<transport::SendConnection*>& sends,
-                   std::vector<transport::RecvConnection*>& recvs) {
+// The connections of `launch` that `comm`'s proxy thread drives.
+void hostDrivenOf(const HostLaunch& launch, const Comm& comm,
+                  std::vector<transport::SendConnection*>& sends,
+                  std::vector<transport::RecvConnection*>& recvs) {
   sends.clear();
   recvs.clear();
-  for (size_t i = 0; i < launch.sends.size(); ++i)
-    if (launch.sendComms[i] == &comm) sends.push_back(launch.sends[i]);
-  for (size_t i = 0; i < launch.recvs.size(); ++i)
-    if (launch.recvComms[i] == &comm) recvs.push_back(launch.recvs[i]);
+  for (const HostLaunch::HostDriven& c : launch.hostDriven) {
+    if (c.comm != &comm) continue;
+    if (c.send != nullptr) sends.push_back(c.send);
+    if (c.recv != nullptr) recvs.push_back(c.recv);
+  }
 }
 
 }  // namespace
@@ -300,8 +301,10 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
     rt.eventRecord(work->start, stream);
     if (!work->launch.tasks.empty()) {
       DeviceLaunch view = work->memory.upload(work->launch, stream);
-      for (CudaExecutor* e : executors) e->holdProxied(*work);
-      work->held = true;
+      if (!work->launch.hostDriven.empty()) {
+        for (CudaExecutor* e : executors) e->holdProxied(*work);
+        work->held = true;
+      }
       const volatile uint32_t* abort = work->memory.abortOnDevice();
       void* args[] = {&view, &abort};
       rt.launchKernel(kernelFor(work->ops), cuda::Dim3{static_cast<unsigned>(view.ntasks)},
@@ -329,7 +332,7 @@ void CudaExecutor::enqueueLocked(std::vector<CollOp> ops) {
 void CudaExecutor::holdProxied(Work& work) {
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
-  connectionsOf(work.launch, comm_, sends, recvs);
+  hostDrivenOf(work.launch, comm_, sends, recvs);
   proxy_.hold(sends, recvs);
 }
 
@@ -418,7 +421,7 @@ void CudaExecutor::finish(Work& work) {
     std::vector<transport::SendConnection*> sends;
     std::vector<transport::RecvConnection*> recvs;
     for (CudaExecutor* e : work.executors) {
-      connectionsOf(work.launch, e->comm_, sends, recvs);
+      hostDrivenOf(work.launch, e->comm_, sends, recvs);
       e->proxy_.release(sends, recvs);
     }
     work.held = false;

@@ -73,7 +73,7 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
       }
       orderAfter(c);
       out.sends.push_back(c);
-      out.sendComms.push_back(&comm);
+      if (c->needsHostProgress()) out.hostDriven.push_back({&comm, c, nullptr});
     }
     for (int k = 0; k < tp.links.nrecv; ++k) {
       transport::RecvConnection* c = comm.recvConnection(tp.links.recvPeer[k], tp.links.key);
@@ -83,7 +83,7 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
       }
       orderAfter(c);
       out.recvs.push_back(c);
-      out.recvComms.push_back(&comm);
+      if (c->needsHostProgress()) out.hostDriven.push_back({&comm, nullptr, c});
     }
     out.tasks.push_back(t);
     out.labels.push_back(tp.label);

@@ -29,11 +29,18 @@ struct HostLaunch {
   // Per call: its op (for messages and its type and reduction). Per task: its label.
   std::vector<const CollOp*> ops;
   std::vector<TaskLabel> labels;
-  // Every connection a task steps on: their host objects resync after the launch. Their
-  // communicators, in the same order (a group's launch may hold several ranks).
+  // Every connection a task steps on: their host objects resync after the launch.
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
-  std::vector<const Comm*> sendComms, recvComms;
+  // Those a host thread must drive while the kernel runs (needsHostProgress: a wire connection
+  // behind a proxy ring), each with its communicator, whose proxy thread drives it (a group's
+  // launch may hold several ranks). Empty for a launch over memory transports only.
+  struct HostDriven {
+    const Comm* comm;
+    transport::SendConnection* send;  // one of the two
+    transport::RecvConnection* recv;
+  };
+  std::vector<HostDriven> hostDriven;
   // The copies of sends to oneself (executor.h, planSelfCopies), which `ops` points into.
   std::vector<CollOp> selfCopies;
   std::vector<unsigned char> llStage;  // DeviceTask::llStage points into it
@@ -59,9 +66,9 @@ void connectLaunch(const std::vector<CollOp>& ops);
 
 // Connects what `ops` need (connectLaunch) and builds their launch into `out`. Returns false, with
 // `out` unspecified, when the device program cannot run them, saying why in `why`: a connection
-// without a ring in memory (a wire transport). Throws InvalidUsage for sends to oneself
-// without matching receives, and for a send and a receive of one group whose buffers overlap
-// at different offsets.
+// without a ring in memory (a wire transport not behind a proxy ring). Throws InvalidUsage for
+// sends to oneself without matching receives, and for a send and a receive of one group whose
+// buffers overlap at different offsets.
 bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why);
 
 // After a launch ran: the host objects of its connections take their counters from the
