@@ -5,7 +5,10 @@
 #include "src/cuda/cudart_runtime.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -23,6 +26,13 @@ void check(cudaError_t err, const char* call) {
   throw CudaError(
       strCat(call, " failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
 }
+
+// cuMemGetHandleForAddressRange at ABI 11070, as cudaTypedefs.h's PFN_ type has it (CUresult
+// and CUmemRangeHandleType are int-sized enums). cuda.h is not included: its macros rename
+// driver functions that DriverEntryPoints names as members.
+using MemGetHandleForAddressRange = int (*)(void* handle, unsigned long long dptr, size_t size,
+                                            int handleType, unsigned long long flags);
+constexpr int kRangeHandleDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
 
 cudaStream_t asStream(Stream s) { return static_cast<cudaStream_t>(s); }
 cudaEvent_t asEvent(Event e) { return static_cast<cudaEvent_t>(e); }
@@ -226,12 +236,56 @@ class CudartRuntime final : public DeviceRuntime {
     check(cudaIpcCloseMemHandle(devPtr), "cudaIpcCloseMemHandle");
   }
 
+  int exportDmabuf(void* devPtr, size_t bytes, uint64_t* offset) override {
+    auto fn = reinterpret_cast<MemGetHandleForAddressRange>(driver().cuMemGetHandleForAddressRange);
+    if (fn == nullptr)
+      throw CudaError("cuMemGetHandleForAddressRange is missing: the driver is older than 11.7");
+    // The range must be whole host pages.
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto start = reinterpret_cast<uintptr_t>(devPtr);
+    const uintptr_t first = start / page * page;
+    const uintptr_t end = (start + bytes + page - 1) / page * page;
+    int fd = -1;
+    const int rc = fn(&fd, first, end - first, kRangeHandleDmaBufFd, 0);
+    if (rc != 0)  // CUDA_SUCCESS
+      throw CudaError(strCat("cuMemGetHandleForAddressRange (dma-buf) failed with CUresult ", rc,
+                             " (the kernel or driver may lack dma-buf support)"));
+    *offset = start - first;
+    return fd;
+  }
+  // Only where the device does not order the NIC's writes for its own kernels
+  // (cudaDevAttrGPUDirectRDMAWritesOrdering below owner); the answer is kept per device. Proxy
+  // threads of several communicators may ask at once.
+  void flushRdmaWrites(int device) override {
+    if (device < 0 || device >= static_cast<int>(flushNeeded_.size())) return;
+    int needed = flushNeeded_[device].load(std::memory_order_relaxed);
+    if (needed == 0) {
+      needed = attribute(cudaDevAttrGPUDirectRDMAWritesOrdering, device) <
+                           cudaGPUDirectRDMAWritesOrderingOwner &&
+                       (attribute(cudaDevAttrGPUDirectRDMAFlushWritesOptions, device) &
+                        cudaFlushGPUDirectRDMAWritesOptionHost)
+                   ? 2
+                   : 1;
+      flushNeeded_[device].store(needed, std::memory_order_relaxed);
+    }
+    if (needed == 1) return;
+    int previous = -1;
+    check(cudaGetDevice(&previous), "cudaGetDevice");
+    if (previous != device) check(cudaSetDevice(device), "cudaSetDevice");
+    const cudaError_t err = cudaDeviceFlushGPUDirectRDMAWrites(
+        cudaFlushGPUDirectRDMAWritesTargetCurrentDevice, cudaFlushGPUDirectRDMAWritesToOwner);
+    if (previous != device) check(cudaSetDevice(previous), "cudaSetDevice");
+    check(err, "cudaDeviceFlushGPUDirectRDMAWrites");
+  }
+
   const DriverEntryPoints& driver() override {
     std::call_once(driverOnce_, [this] { fetchDriver(); });
     return driver_;
   }
 
  private:
+  // Per device: 0 not asked yet, 1 no flush needed (or none possible), 2 flush.
+  std::array<std::atomic<int>, 64> flushNeeded_{};
   static unsigned cudaFlags(unsigned flags) {
     unsigned out = 0;
     if (flags & kHostPortable) out |= cudaHostAllocPortable;  // == cudaHostRegisterPortable

@@ -62,6 +62,8 @@ class NoCudaRuntime final : public DeviceRuntime {
   IpcMemHandle ipcGetMemHandle(void*) override { refuse(); }
   void* ipcOpenMemHandle(const IpcMemHandle&) override { refuse(); }
   void ipcCloseMemHandle(void*) override { refuse(); }
+  int exportDmabuf(void*, size_t, uint64_t*) override { refuse(); }
+  void flushRdmaWrites(int) override { refuse(); }
   const DriverEntryPoints& driver() override { return none_; }
 
  private:

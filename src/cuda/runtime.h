@@ -176,6 +176,15 @@ class DeviceRuntime {
   virtual void* ipcOpenMemHandle(const IpcMemHandle& handle) = 0;
   virtual void ipcCloseMemHandle(void* devPtr) = 0;
 
+  // GPUDirect RDMA. exportDmabuf gives a dma-buf fd for the device memory at [devPtr, devPtr +
+  // bytes) (cuMemGetHandleForAddressRange), which ibv_reg_dmabuf_mr registers with a NIC; the
+  // range is widened to whole host pages and *offset is where devPtr lies in it. The caller
+  // closes the fd. flushRdmaWrites makes every NIC write that has landed in `device`'s memory
+  // visible to its kernels (cudaDeviceFlushGPUDirectRDMAWrites), so the proxy may tell a kernel
+  // that a step arrived only after it.
+  virtual int exportDmabuf(void* devPtr, size_t bytes, uint64_t* offset) = 0;
+  virtual void flushRdmaWrites(int device) = 0;
+
   virtual const DriverEntryPoints& driver() = 0;
 };
 

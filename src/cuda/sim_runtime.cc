@@ -343,6 +343,30 @@ class SimRuntime final : public DeviceRuntime {
     ::munmap(devPtr, a.mapped);
   }
 
+  // The allocation's own memfd stands for the dma-buf: a NIC given it (the software NIC of the
+  // tests) reaches the memory at its device address, which is host memory here.
+  int exportDmabuf(void* devPtr, size_t bytes, uint64_t* offset) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto p = reinterpret_cast<uintptr_t>(devPtr);
+    auto it = allocs_.upper_bound(p);
+    if (it == allocs_.begin() || bytes == 0)
+      fail("cuMemGetHandleForAddressRange", "CUDA_ERROR_INVALID_VALUE", "not device memory");
+    --it;
+    const Allocation& a = it->second;
+    if (a.origin != Origin::kMalloc || p + bytes > it->first + a.size)
+      fail("cuMemGetHandleForAddressRange", "CUDA_ERROR_INVALID_VALUE",
+           "the range is not inside one cudaMalloc allocation");
+    const int fd = ::fcntl(a.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+      fail("cuMemGetHandleForAddressRange", "CUDA_ERROR_OUT_OF_MEMORY", std::strerror(errno));
+    *offset = p - it->first;
+    return fd;
+  }
+  // NIC writes land in host memory, which the simulated kernels read coherently.
+  void flushRdmaWrites(int device) override {
+    checkDevice(device, "cudaDeviceFlushGPUDirectRDMAWrites");
+  }
+
   const DriverEntryPoints& driver() override { return driver_; }
 
  private:

@@ -76,6 +76,33 @@ TEST(SimRuntime, PointerAttributesFollowEachAllocation) {
   rt->setDevice(0);
 }
 
+// The dma-buf of device memory (for ibv_reg_dmabuf_mr) is the allocation's own memfd, with the
+// range's offset in it; other memory, and ranges past the allocation, are refused.
+TEST(SimRuntime, DeviceMemoryExportsADmabuf) {
+  auto rt = makeSimRuntime(1);
+  auto* dev = static_cast<char*>(rt->malloc(3 * 4096));
+  std::memset(dev + 5000, 0x5a, 16);
+  uint64_t offset = 0;
+  const int fd = rt->exportDmabuf(dev + 4096, 8192, &offset);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(offset, 4096u);
+  char seen[16] = {};
+  EXPECT_EQ(pread(fd, seen, sizeof(seen), 5000), static_cast<ssize_t>(sizeof(seen)));
+  EXPECT_EQ(seen[0], 0x5a);
+  EXPECT_EQ(seen[15], 0x5a);
+  close(fd);
+  EXPECT_TRUE(
+      contains(messageOf<CudaError>([&] { rt->exportDmabuf(dev + 4096, 3 * 4096, &offset); }),
+               "not inside one cudaMalloc allocation"));
+  void* pinned = rt->hostAlloc(4096, kHostMapped);
+  EXPECT_TRUE(contains(messageOf<CudaError>([&] { rt->exportDmabuf(pinned, 64, &offset); }),
+                       "cuMemGetHandleForAddressRange"));
+  rt->flushRdmaWrites(0);  // nothing to flush: simulated device memory is host memory
+  EXPECT_THROW(rt->flushRdmaWrites(1), CudaError);
+  rt->freeHost(pinned);
+  rt->free(dev);
+}
+
 TEST(SimRuntime, StreamRunsWorkInOrderAndAsynchronously) {
   auto rt = makeSimRuntime(1);
   Stream s = rt->streamCreate();
