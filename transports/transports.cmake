@@ -22,6 +22,7 @@ if(LOOM_WITH_IBVERBS)
     transports/ib/ib_async.cc
     transports/ib/ib_connection.cc
     transports/ib/ib_devices.cc
+    transports/ib/ib_gdr.cc
     transports/ib/ib_hca_filter.cc
     transports/ib/ib_mr_cache.cc
     transports/ib/ib_qp.cc

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -22,6 +23,10 @@
 #include "tests/cuda/fork_pair.h"
 #include "tests/test_util.h"
 #include "tools/gpu_check/coll_cases.h"
+
+#ifdef LOOM_SOFTNIC_LIB
+#include "transports/ib/ib_gdr.h"
+#endif
 
 namespace loom {
 namespace {
@@ -53,8 +58,10 @@ void connectRanks(const std::vector<loomComm_t>& comms, const std::vector<void*>
 // of place, poisoned outputs) on CUDA communicators and on CPU communicators with the same
 // inputs, compared bit for bit. `devices[r]` is rank r's simulated GPU (all on GPU 0 when
 // empty); `ring`, when not empty, the ring order the CUDA communicators must have chosen.
+// `whileConnected` runs after the calls, before the communicators are destroyed.
 void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices = {},
-                        const std::vector<int>& ring = {}) {
+                        const std::vector<int>& ring = {},
+                        const std::function<void()>& whileConnected = {}) {
   test::ScopedEnv protoEnv("LOOM_PROTO", proto);
   std::vector<loomComm_t> cpu(nranks), gpu(nranks);
   if (devices.empty()) devices.assign(nranks, 0);
@@ -78,6 +85,7 @@ void expectBitIdentical(int nranks, const char* proto, std::vector<int> devices 
     const auto& executor = dynamic_cast<const CudaExecutor&>(executorOf(*findComm(gpu[r])));
     EXPECT_GT(executor.deviceLaunches(), cases.size() / 2) << r;
   }
+  if (whileConnected) whileConnected();
   for (loomComm_t c : cpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
   for (loomComm_t c : gpu) EXPECT_EQ(loomCommDestroy(c), loomSuccess);
 }
@@ -111,6 +119,22 @@ TEST(SimExecutor, ShmRingsWhenP2PIsDisabledLL) {
 TEST(SimExecutor, WireConnectionsRunThroughTheProxy) {
   test::ScopedEnv tcp("LOOM_TRANSPORT", "socket");
   expectBitIdentical(3, "simple", {0, 1, 0});
+}
+
+// Over ib (the software NIC, a test double loaded as libibverbs) each connection of a GPU rank
+// is GPUDirect RDMA (transports/ib/ib_gdr.h): the NIC writes into the peer GPU's ring, and the
+// proxy thread only posts and counts steps. A connection joins two ranks of one communicator,
+// so both ends are GPUDirect here; SimGdr.DirectOnOneSideStagedOnTheOther covers the mixed
+// ends.
+TEST(SimExecutor, IbConnectionsUseGpuDirectRdma) {
+#ifdef LOOM_SOFTNIC_LIB
+  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
+  test::ScopedEnv ib("LOOM_TRANSPORT", "ib");
+  expectBitIdentical(3, "simple", {0, 1, 0}, {},
+                     [] { EXPECT_GT(transport::ib::liveGdrRings(), 0u); });
+#else
+  GTEST_SKIP() << "this build has no ib transport (LOOM_WITH_IBVERBS=OFF)";
+#endif
 }
 
 // Four ranks on two GPUs of an Azure NDv2 (its NCCL topology file): the ring keeps each GPU's

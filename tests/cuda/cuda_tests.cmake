@@ -25,6 +25,8 @@ add_executable(loom_cuda_sim_tests
   ${CMAKE_CURRENT_LIST_DIR}/cuda_executor_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/sim_group_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/sim_proxy_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/sim_gdr_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/two_hosts.cc
   ${PROJECT_SOURCE_DIR}/tests/transports/transport_test_util.cc
   ${PROJECT_SOURCE_DIR}/tests/test_util.cc)
 target_link_libraries(loom_cuda_sim_tests PRIVATE loom_gpu_cases GTest::gtest)

@@ -16,146 +16,18 @@
 #include "src/cuda/runtime.h"
 #include "src/exec/cuda/cuda_executor.h"
 #include "tests/cuda/fork_pair.h"
+#include "tests/cuda/two_hosts.h"
 #include "tests/test_util.h"
 #include "tests/transports/transport_test_util.h"
 
 namespace loom {
 namespace {
 
-// Exact int32 sums whatever the order: rank r contributes (i % 1000) * (r + 1).
-std::vector<int32_t> rankInput(size_t count, int r) {
-  std::vector<int32_t> in(count);
-  for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i % 1000) * (r + 1);
-  return in;
-}
-
-// Rank r of a forked pair (fork_pair.h) on simulated GPU `device`, made current: its
-// communicator, or nullptr when init failed.
-loomComm_t initGpuRank(int r, const loomUniqueId& id, int device) {
-  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-  config.device = device;
-  loomComm_t comm = nullptr;
-  if (loomCommInitRankConfig(&comm, 2, id, r, &config) != loomSuccess) return nullptr;
-  cuda::deviceRuntime().setDevice(device);
-  return comm;
-}
-
-// Two GPU ranks (on GPUs 0 and 1) as processes on two hosts (LOOM_HOSTID), so no memory
-// transport connects them: `transport` carries every connection, behind the proxy rings.
-// LOOM_BUFFSIZE is small so that each call is many steps through rings of kSlots slots:
-// AllReduce, AllGather and a Send/Recv pair, repeated, every result exact.
-void pipelineOnTwoHosts(const char* transport) {
-  test::ScopedEnv wire("LOOM_TRANSPORT", transport);
-  test::ScopedEnv host("LOOM_HOSTID", "host-a");       // the child is host-b
-  test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");  // 8 slots of 8 KiB
-  test::ScopedEnv timeout("LOOM_TIMEOUT", "120");
-  constexpr size_t kCount = 300000;  // 1.2 MB: about 150 steps per pass
-  auto rank = [&](int r, const loomUniqueId& id) -> int {
-    if (r == 1) setenv("LOOM_HOSTID", "host-b", 1);
-    loomComm_t comm = initGpuRank(r, id, r);
-    if (comm == nullptr) return 10;
-    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-    void* stream = rt.streamCreate();
-    auto* buf = static_cast<int32_t*>(rt.malloc(2 * kCount * sizeof(int32_t)));
-    const std::vector<int32_t> in = rankInput(kCount, r);
-    std::vector<int32_t> out(2 * kCount);
-    for (int round = 0; round < 3; ++round) {
-      rt.memcpyAsync(buf, in.data(), kCount * sizeof(int32_t), stream);
-      if (loomAllReduce(buf, buf, kCount, loomInt32, loomSum, comm,
-                        static_cast<loomStream_t>(stream)) != loomSuccess)
-        return 11;
-      rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
-      rt.streamSynchronize(stream);
-      for (size_t i = 0; i < kCount; ++i)
-        if (out[i] != static_cast<int32_t>(i % 1000) * 3) return 12;
-      rt.memcpyAsync(buf + r * kCount, in.data(), kCount * sizeof(int32_t), stream);
-      if (loomAllGather(buf + r * kCount, buf, kCount, loomInt32, comm,
-                        static_cast<loomStream_t>(stream)) != loomSuccess)
-        return 13;
-      rt.memcpyAsync(out.data(), buf, 2 * kCount * sizeof(int32_t), stream);
-      rt.streamSynchronize(stream);
-      for (int from = 0; from < 2; ++from)
-        for (size_t i = 0; i < kCount; ++i)
-          if (out[from * kCount + i] != static_cast<int32_t>(i % 1000) * (from + 1)) return 14;
-      // Rank 0 sends its input (where AllGather put it) to rank 1, into a poisoned buffer.
-      if (r == 1) rt.memsetAsync(buf, 0xff, kCount * sizeof(int32_t), stream);
-      const loomResult_t p2p =
-          r == 0 ? loomSend(buf, kCount, loomInt32, 1, comm, static_cast<loomStream_t>(stream))
-                 : loomRecv(buf, kCount, loomInt32, 0, comm, static_cast<loomStream_t>(stream));
-      if (p2p != loomSuccess) return 15;
-      rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
-      rt.streamSynchronize(stream);
-      if (r == 1)
-        for (size_t i = 0; i < kCount; ++i)
-          if (out[i] != static_cast<int32_t>(i % 1000)) return 16;
-    }
-    loomResult_t async = loomInternalError;
-    if (loomCommGetAsyncError(comm, &async) != loomSuccess || async != loomSuccess) return 17;
-    auto& executor = static_cast<CudaExecutor&>(executorOf(*findComm(comm)));
-    if (executor.deviceLaunches() == 0) return 18;
-    rt.free(buf);
-    rt.streamDestroy(stream);
-    return loomCommDestroy(comm) == loomSuccess ? 0 : 19;
-  };
-  const test::ForkedPair result = test::runForkedPair(rank);
-  EXPECT_EQ(result.parent, 0);
-  EXPECT_EQ(result.childStatus, 0);
-}
-
-TEST(SimProxy, TwoHostsOverSocketsPipelineThroughSmallRings) { pipelineOnTwoHosts("socket"); }
-
-// The same over RDMA, on the software NIC (tests/softnic: a test double of an RDMA device,
-// loaded as libibverbs), so GPU buffers cross hosts by ib behind the proxy rings.
-TEST(SimProxy, TwoHostsOverTheSoftwareNicPipelineThroughSmallRings) {
-#ifdef LOOM_SOFTNIC_LIB
-  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
-  pipelineOnTwoHosts("ib");
-#else
-  GTEST_SKIP() << "this build has no ib transport (LOOM_WITH_IBVERBS=OFF)";
-#endif
-}
-
-// A data connection that breaks under a kernel (the software NIC kills rank 1's queue pair
-// after 300 work requests, IBV_EVENT_QP_FATAL): rank 1's proxy fails the send, its kernel
-// stops, its communicator reports loomRemoteError and the control channel tells rank 0, whose
-// kernel stops too. Neither rank hangs or waits for its timeout.
-TEST(SimProxy, AQueuePairThatDiesFailsBothRanks) {
-#ifdef LOOM_SOFTNIC_LIB
-  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
-  test::ScopedEnv wire("LOOM_TRANSPORT", "ib");
-  test::ScopedEnv host("LOOM_HOSTID", "host-a");  // the child is host-b
-  test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
-  test::ScopedEnv timeout("LOOM_TIMEOUT", "600");
-  constexpr size_t kCount = 300000;
-  auto rank = [&](int r, const loomUniqueId& id) -> int {
-    if (r == 1) {
-      setenv("LOOM_HOSTID", "host-b", 1);
-      setenv("SOFTNIC_FAULT", "qp_fatal@300", 1);
-    }
-    loomComm_t comm = initGpuRank(r, id, r);
-    if (comm == nullptr) return 10;
-    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
-    void* stream = rt.streamCreate();
-    auto* buf = static_cast<float*>(rt.malloc(kCount * sizeof(float)));
-    rt.memsetAsync(buf, 0, kCount * sizeof(float), stream);
-    loomResult_t async = loomSuccess;
-    for (int call = 0; call < 20 && async == loomSuccess; ++call) {
-      const loomResult_t enqueued = loomAllReduce(buf, buf, kCount, loomFloat32, loomSum, comm,
-                                                  static_cast<loomStream_t>(stream));
-      rt.streamSynchronize(stream);  // the kernel ends: no hang
-      if (loomCommGetAsyncError(comm, &async) != loomSuccess) return 11;
-      if (enqueued != loomSuccess && async == loomSuccess) async = enqueued;
-    }
-    if (async != loomRemoteError) return 20 + static_cast<int>(async);
-    loomCommAbort(comm);
-    return 0;
-  };
-  const test::ForkedPair result = test::runForkedPair(rank);
-  EXPECT_EQ(result.parent, 0);
-  EXPECT_EQ(result.childStatus, 0);
-#else
-  GTEST_SKIP() << "this build has no ib transport (LOOM_WITH_IBVERBS=OFF)";
-#endif
+// Two GPU ranks on two hosts (two_hosts.h) over sockets: every connection is behind a proxy
+// ring, pipelined through rings much smaller than the calls. The same over ib is in
+// sim_gdr_test.cc, directly and staged.
+TEST(SimProxy, TwoHostsOverSocketsPipelineThroughSmallRings) {
+  test::pipelineOnTwoHosts({"socket", nullptr, nullptr});
 }
 
 // The host-side calls of a proxy connection (tryAcquire/post, tryReceive/release, progress)
@@ -197,7 +69,7 @@ TEST(SimProxy, APeerThatDiesFailsTheCallOnTheStream) {
   constexpr size_t kCount = 100000;
   std::string error;
   auto rank = [&](int r, const loomUniqueId& id) -> int {
-    loomComm_t comm = initGpuRank(r, id, 0);
+    loomComm_t comm = test::initGpuRank(r, id, 0);
     if (comm == nullptr) return 10;
     cuda::DeviceRuntime& rt = cuda::deviceRuntime();
     void* stream = rt.streamCreate();

@@ -3,6 +3,8 @@
 #include <cerrno>
 
 #include "src/base/error.h"
+#include "src/cuda/runtime.h"
+#include "transports/ib/ib_gdr.h"
 #include "transports/ib/ib_mr_cache.h"
 #include "transports/ib/ib_verbs.h"
 
@@ -14,6 +16,12 @@ constexpr uint64_t kCreditWr = ~uint64_t{0};  // wr_id of a credit write (data w
 // The 64-bit counter the 32-bit immediate `imm` continues, given the last value `known`.
 uint64_t extend(uint64_t known, uint32_t imm) {
   return known + static_cast<uint32_t>(imm - static_cast<uint32_t>(known));
+}
+
+[[noreturn]] void writtenByTheGpu(const std::string& link) {
+  throw InternalError(strCat(link,
+                             ": the steps of a GPUDirect connection are written and read "
+                             "by its GPU's kernels, not by host code"));
 }
 
 }  // namespace
@@ -42,21 +50,52 @@ uint32_t IbRing::rkey() const { return mr_->rkey; }
 // ---- Sender -------------------------------------------------------------------------------
 
 IbSendConnection::IbSendConnection(std::unique_ptr<QueuePair> qp, std::unique_ptr<IbRing> ring,
-                                   int device, uint64_t remoteRing, uint32_t rkey, int peer)
+                                   std::unique_ptr<GdrRing> gdr, int device, RemoteRing remote,
+                                   int peer)
     : qp_(std::move(qp)),
       ring_(std::move(ring)),
+      gdr_(std::move(gdr)),
       device_(device),
-      remoteRing_(remoteRing),
-      rkey_(rkey),
+      remote_(remote),
       peer_(peer) {}
 
+// The QP goes first: no write in flight may outlive the memory it reads.
+IbSendConnection::~IbSendConnection() { qp_.reset(); }
+
+size_t IbSendConnection::slotBytes() const { return gdr_ ? gdr_->slotBytes() : ring_->slotBytes(); }
+
+const ConnectionView* IbSendConnection::view() const { return gdr_ ? gdr_->view() : nullptr; }
+
+bool IbSendConnection::drained() const {
+  if (dropped_) return true;
+  if (gdr_ && gdr_->control().tail.load(std::memory_order_acquire) != tail_) return false;
+  return done_ == tail_;
+}
+
+IbSlotHeader* IbSendConnection::header(uint64_t step) const {
+  return gdr_ ? &gdr_->control().headers[step % kSlots] : ring_->header(step);
+}
+
+uint32_t IbSendConnection::headerLkey() const { return gdr_ ? gdr_->controlLkey() : ring_->lkey(); }
+
+// Where step `step`'s data is read from: the caller's buffer (zero-copy), the host slot or
+// the GPU slot.
+ibv_sge IbSendConnection::dataPiece(uint64_t step, uint32_t bytes) const {
+  const Direct& d = direct_[step % kSlots];
+  if (d.data != nullptr) return {reinterpret_cast<uintptr_t>(d.data), bytes, d.lkey};
+  if (gdr_) return {reinterpret_cast<uintptr_t>(gdr_->data(step)), bytes, gdr_->dataLkey()};
+  return {reinterpret_cast<uintptr_t>(ring_->data(step)), bytes, ring_->lkey()};
+}
+
 void* IbSendConnection::tryAcquire() {
+  if (gdr_) writtenByTheGpu(qp_->link());
   if (tail_ - done_ >= kSlots) return nullptr;  // progress() frees slots as writes complete
   acquired_ = true;
   return ring_->data(tail_);
 }
 
 void IbSendConnection::writeHeader(size_t bytes, uint32_t tag) {
+  if (gdr_) writtenByTheGpu(qp_->link());
   LOOM_ENFORCE(acquired_, InternalError, qp_->link(), ": post() without a slot from tryAcquire()");
   LOOM_ENFORCE(bytes <= ring_->slotBytes(), InvalidArgument, qp_->link(), ": post of ", bytes,
                " bytes into a slot of ", ring_->slotBytes());
@@ -72,7 +111,7 @@ void IbSendConnection::post(size_t bytes, uint32_t tag) {
 }
 
 bool IbSendConnection::acceptsStep(const StepMemory& step) const {
-  if (step.bytes < kDirectMinBytes || step.bytes > ring_->slotBytes()) return false;
+  if (gdr_ || step.bytes < kDirectMinBytes || step.bytes > ring_->slotBytes()) return false;
   return lkeyFor(device_, step.data, step.bytes, step.region).has_value();
 }
 
@@ -97,25 +136,48 @@ void IbSendConnection::dropPostedSteps() {
   }
 }
 
-// Hands the NIC every posted step the receiver has room for.
+// Hands the NIC every posted step the receiver has room for. A joined receiver takes each step
+// as one write of header and data; a split one as the header's word, then the data.
 void IbSendConnection::sendReady() {
   if (dropped_) return;
   const uint64_t limit = std::min(tail_, granted_);
+  const size_t bytesPerSlot = slotBytes();
   for (; sent_ < limit; ++sent_) {
-    const IbSlotHeader& h = *ring_->header(sent_);
-    const Direct& d = direct_[sent_ % kSlots];
+    IbSlotHeader* h = header(sent_);
+    ibv_sge data = dataPiece(sent_, h->bytes);
+    const auto imm = static_cast<uint32_t>(sent_);
+    if (remote_.split()) {
+      ibv_sge word{reinterpret_cast<uintptr_t>(&h->bytes), sizeof(uint64_t), headerLkey()};
+      qp_->write(&word, 1, remote_.words + (sent_ % kSlots) * sizeof(uint64_t), remote_.wordsRkey);
+      qp_->writeWithImm(&data, h->bytes > 0 ? 1 : 0,
+                        remote_.address + (sent_ % kSlots) * bytesPerSlot, remote_.rkey, imm,
+                        sent_);
+      continue;
+    }
     ibv_sge sge[2];
     int n = 0;
-    if (d.data == nullptr) {
-      sge[n++] = {reinterpret_cast<uintptr_t>(ring_->header(sent_)),
-                  static_cast<uint32_t>(sizeof(IbSlotHeader) + h.bytes), ring_->lkey()};
-    } else {
-      sge[n++] = {reinterpret_cast<uintptr_t>(ring_->header(sent_)),
-                  static_cast<uint32_t>(sizeof(IbSlotHeader)), ring_->lkey()};
-      sge[n++] = {reinterpret_cast<uintptr_t>(d.data), h.bytes, d.lkey};
-    }
-    qp_->writeWithImm(sge, n, remoteRing_ + ring_->offset(sent_), rkey_,
-                      static_cast<uint32_t>(sent_), sent_);
+    sge[n++] = {reinterpret_cast<uintptr_t>(h), static_cast<uint32_t>(sizeof(IbSlotHeader)),
+                headerLkey()};
+    if (data.addr == sge[0].addr + sge[0].length && data.lkey == sge[0].lkey)
+      sge[0].length += data.length;  // the host slot: header and data are one piece
+    else if (data.length > 0)
+      sge[n++] = data;
+    qp_->writeWithImm(sge, n, remote_.address + IbRing::offset(sent_, bytesPerSlot), remote_.rkey,
+                      imm, sent_);
+  }
+}
+
+// A GPUDirect ring: takes the steps its device program posted, with their headers from the
+// words the kernel wrote.
+void IbSendConnection::importPosted() {
+  GdrControl& c = gdr_->control();
+  const uint64_t posted = c.tail.load(std::memory_order_acquire);
+  for (; tail_ < posted; ++tail_) {
+    const uint64_t word = c.words[tail_ % kSlots];
+    const auto bytes = static_cast<uint32_t>(word);
+    LOOM_ENFORCE(bytes <= gdr_->slotBytes(), InternalError, qp_->link(), ": the GPU posted ", bytes,
+                 " bytes into a slot of ", gdr_->slotBytes());
+    c.headers[tail_ % kSlots] = IbSlotHeader{tail_, bytes, static_cast<uint32_t>(word >> 32)};
   }
 }
 
@@ -145,13 +207,18 @@ bool IbSendConnection::progress() {
                ": unusable since a failed call dropped the steps it had posted from its own "
                "buffers; destroy the communicator and create a new one");
   const uint64_t before = sent_;
+  const uint64_t doneBefore = done_;
+  if (gdr_) importPosted();
   const bool polled = pollCompletions();
   sendReady();
+  // The device program may reuse a slot once the NIC has read it.
+  if (gdr_ && done_ != doneBefore) gdr_->control().head.store(done_, std::memory_order_release);
   return polled || sent_ != before;
 }
 
 WaitArm IbSendConnection::armWait(WaitSet& set, bool /*drain*/) {
   if (dropped_) return WaitArm::kReady;  // progress() reports it
+  if (gdr_ && gdr_->control().tail.load(std::memory_order_acquire) != tail_) return WaitArm::kReady;
   qp_->armNotify(set);
   // A completion that came before the request raises no event: look once more.
   if (pollCompletions()) return WaitArm::kReady;
@@ -161,8 +228,28 @@ WaitArm IbSendConnection::armWait(WaitSet& set, bool /*drain*/) {
 // ---- Receiver -----------------------------------------------------------------------------
 
 IbRecvConnection::IbRecvConnection(std::unique_ptr<QueuePair> qp, std::unique_ptr<IbRing> ring,
-                                   int peer)
-    : qp_(std::move(qp)), ring_(std::move(ring)), peer_(peer) {}
+                                   std::unique_ptr<GdrRing> gdr, int peer)
+    : qp_(std::move(qp)), ring_(std::move(ring)), gdr_(std::move(gdr)), peer_(peer) {}
+
+// The QP goes first: no write may land in the ring after it is freed.
+IbRecvConnection::~IbRecvConnection() { qp_.reset(); }
+
+size_t IbRecvConnection::slotBytes() const { return gdr_ ? gdr_->slotBytes() : ring_->slotBytes(); }
+
+const ConnectionView* IbRecvConnection::view() const { return gdr_ ? gdr_->view() : nullptr; }
+
+bool IbRecvConnection::gdrEmpty() const {
+  const GdrControl& c = gdr_->control();
+  return c.head.load(std::memory_order_acquire) == c.tail.load(std::memory_order_relaxed);
+}
+
+void IbRecvConnection::checkPeer() const {
+  if (broken_) {
+    if (gdrEmpty()) std::rethrow_exception(broken_);
+    return;
+  }
+  qp_->checkFatal(peer_);
+}
 
 void IbRecvConnection::grantFirstCredits() {
   ibv_sge none{};
@@ -171,6 +258,7 @@ void IbRecvConnection::grantFirstCredits() {
 }
 
 const void* IbRecvConnection::tryReceive(size_t* bytes, uint32_t* tag) {
+  if (gdr_) writtenByTheGpu(qp_->link());
   if (head_ == arrived_) return nullptr;
   const IbSlotHeader& h = *ring_->header(head_);
   LOOM_ENFORCE(h.step == head_ && h.bytes <= ring_->slotBytes(), RemoteError, qp_->link(),
@@ -183,6 +271,7 @@ const void* IbRecvConnection::tryReceive(size_t* bytes, uint32_t* tag) {
 }
 
 void IbRecvConnection::release() {
+  if (gdr_) writtenByTheGpu(qp_->link());
   LOOM_ENFORCE(received_, InternalError, qp_->link(),
                ": release() without a slot from tryReceive()");
   received_ = false;
@@ -208,6 +297,9 @@ bool IbRecvConnection::pollCompletions() {
     any = true;
     for (int i = 0; i < got; ++i) {
       if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        LOOM_ENFORCE(!gdr_ || wc[i].imm_data == static_cast<uint32_t>(arrived_), RemoteError,
+                     qp_->link(), ": step ", wc[i].imm_data, " arrived where step ",
+                     static_cast<uint32_t>(arrived_), " was due");
         ++arrived_;
         qp_->postReceives(1);
       } else {
@@ -219,12 +311,48 @@ bool IbRecvConnection::pollCompletions() {
 }
 
 bool IbRecvConnection::progress() {
+  if (gdr_) return progressGdr();
   const bool polled = pollCompletions();
   sendCredits();
   return polled;
 }
 
+// Publishes the steps that arrived (after the NIC's writes are visible to the GPU) and returns
+// the slots the device program released to the sender.
+bool IbRecvConnection::progressGdr() {
+  if (broken_) return false;
+  try {
+    bool moved = pollCompletions();
+    GdrControl& c = gdr_->control();
+    if (published_ != arrived_) {
+      for (uint64_t s = published_; s < arrived_; ++s)
+        LOOM_ENFORCE((c.words[s % kSlots] & 0xffffffffu) <= gdr_->slotBytes(), RemoteError,
+                     qp_->link(), ": step ", s, " says ", c.words[s % kSlots] & 0xffffffffu,
+                     " bytes, more than a slot of ", gdr_->slotBytes());
+      cuda::deviceRuntime().flushRdmaWrites(gdr_->gpu());
+      c.tail.store(arrived_, std::memory_order_release);
+      published_ = arrived_;
+      moved = true;
+    }
+    const uint64_t head = c.head.load(std::memory_order_acquire);
+    if (head != head_) {
+      head_ = head;
+      moved = true;
+    }
+    sendCredits();
+    return moved;
+  } catch (const Error&) {
+    broken_ = std::current_exception();
+    return false;
+  }
+}
+
 WaitArm IbRecvConnection::armWait(WaitSet& set) {
+  if (gdr_) {  // ready when a step waits for the device program, or progress() has work
+    if (broken_ || !gdrEmpty() || published_ != arrived_) return WaitArm::kReady;
+    qp_->armNotify(set);
+    return progressGdr() ? WaitArm::kReady : WaitArm::kArmed;
+  }
   if (head_ != arrived_) return WaitArm::kReady;
   qp_->armNotify(set);
   // A completion that came before the request raises no event: look once more. Credits the

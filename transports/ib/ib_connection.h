@@ -7,6 +7,13 @@
 // header and data, from the sender's slot (or, zero-copy, the header from the slot and the
 // data from the caller's registered buffer: two pieces) into the receiver's slot.
 //
+// A GPU rank's side may instead have a GPUDirect ring (ib_gdr.h): data slots in device memory,
+// stepped by the device program, and a control page in pinned host memory. The connection then
+// has a view, and the proxy thread drives it (needsHostProgress). A receiver with such a ring
+// is "split": its sender writes each step's word (bytes | tag << 32) into the receiver's
+// control page, then the data with immediate into its device slot, two writes that RC keeps in
+// order. A sender with such a ring writes its steps' headers from its control page.
+//
 // Flow control is the ring's (transport.h), carried by immediates:
 //   - data: RDMA WRITE with immediate = the step number (low 32 bits). Its arrival consumes a
 //     posted receive and yields a completion, so the receiver learns of it without polling
@@ -30,6 +37,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -38,6 +46,8 @@
 #include "transports/transport.h"
 
 namespace loom::transport::ib {
+
+class GdrRing;
 
 struct IbSlotHeader {
   uint64_t step;
@@ -58,9 +68,11 @@ class IbRing {
   ~IbRing();
   IbRing(const IbRing&) = delete;
   IbRing& operator=(const IbRing&) = delete;
-  size_t offset(uint64_t step) const {
-    return (step % kSlots) * (kHeaderRoom + slotBytes_) + kHeaderRoom - sizeof(IbSlotHeader);
+  // Where step `step`'s header lies in a ring of `slotBytes` slots (the peer's ring too).
+  static size_t offset(uint64_t step, size_t slotBytes) {
+    return (step % kSlots) * (kHeaderRoom + slotBytes) + kHeaderRoom - sizeof(IbSlotHeader);
   }
+  size_t offset(uint64_t step) const { return offset(step, slotBytes_); }
   IbSlotHeader* header(uint64_t step) const {
     return reinterpret_cast<IbSlotHeader*>(memory_.data() + offset(step));
   }
@@ -82,32 +94,50 @@ class IbRing {
 // Who is at either end, for messages.
 std::string linkText(int sender, int receiver, int channel);
 
+// The receiver's ring as its sender writes it: an IbRing (joined) or a GdrRing (split: data
+// slots back to back at `address`, words at `words`).
+struct RemoteRing {
+  uint64_t address = 0;
+  uint32_t rkey = 0;
+  uint32_t wordsRkey = 0;
+  uint64_t words = 0;  // 0 when joined
+  bool split() const { return words != 0; }
+};
+
 class IbSendConnection final : public SendConnection {
  public:
-  IbSendConnection(std::unique_ptr<QueuePair> qp, std::unique_ptr<IbRing> ring, int device,
-                   uint64_t remoteRing, uint32_t rkey, int peer);
+  // Exactly one of `ring` (host) and `gdr` (GPUDirect) is given.
+  IbSendConnection(std::unique_ptr<QueuePair> qp, std::unique_ptr<IbRing> ring,
+                   std::unique_ptr<GdrRing> gdr, int device, RemoteRing remote, int peer);
+  ~IbSendConnection() override;
   void* tryAcquire() override;
   void post(size_t bytes, uint32_t tag = 0) override;
   bool progress() override;
-  bool drained() const override { return done_ == tail_ || dropped_; }
-  size_t slotBytes() const override { return ring_->slotBytes(); }
+  bool drained() const override;
+  size_t slotBytes() const override;
   WaitArm armWait(WaitSet& set, bool drain) override;
   bool acceptsStep(const StepMemory& step) const override;
   void postStep(const StepMemory& step, uint32_t tag) override;
   void dropPostedSteps() override;
   void checkPeer() const override { qp_->checkFatal(peer_); }
+  const ConnectionView* view() const override;
+  bool needsHostProgress() const override { return gdr_ != nullptr; }
 
  private:
   // Below this a copy into the slot costs less than a second scatter piece.
   static constexpr size_t kDirectMinBytes = 16384;
   void writeHeader(size_t bytes, uint32_t tag);
+  IbSlotHeader* header(uint64_t step) const;
+  uint32_t headerLkey() const;
+  ibv_sge dataPiece(uint64_t step, uint32_t bytes) const;
+  void importPosted();
   bool pollCompletions();
   void sendReady();
   std::unique_ptr<QueuePair> qp_;
   std::unique_ptr<IbRing> ring_;
+  std::unique_ptr<GdrRing> gdr_;
   int device_;
-  uint64_t remoteRing_;
-  uint32_t rkey_;
+  RemoteRing remote_;
   int peer_;
   uint64_t tail_ = 0;      // steps posted by the caller
   uint64_t sent_ = 0;      // steps handed to the NIC
@@ -123,28 +153,43 @@ class IbSendConnection final : public SendConnection {
   bool dropped_ = false;
 };
 
+// With a GPUDirect ring, progress() publishes arrived steps to the device program and returns
+// the slots it released as credits. Reading ahead, it may meet the end of a peer that has sent
+// all it will (proxy_connection.h says why that looks like a death): the error is kept and
+// raised by checkPeer only when no step is left, and a kernel learns of a real death through
+// the control channel.
 class IbRecvConnection final : public RecvConnection {
  public:
-  IbRecvConnection(std::unique_ptr<QueuePair> qp, std::unique_ptr<IbRing> ring, int peer);
+  // Exactly one of `ring` (host) and `gdr` (GPUDirect) is given.
+  IbRecvConnection(std::unique_ptr<QueuePair> qp, std::unique_ptr<IbRing> ring,
+                   std::unique_ptr<GdrRing> gdr, int peer);
+  ~IbRecvConnection() override;
   const void* tryReceive(size_t* bytes, uint32_t* tag = nullptr) override;
   void release() override;
   bool progress() override;
-  size_t slotBytes() const override { return ring_->slotBytes(); }
+  size_t slotBytes() const override;
   WaitArm armWait(WaitSet& set) override;
-  void checkPeer() const override { qp_->checkFatal(peer_); }
+  void checkPeer() const override;
+  const ConnectionView* view() const override;
+  bool needsHostProgress() const override { return gdr_ != nullptr; }
   // Phase 3: the sender is ready to receive; grant it the first kSlots.
   void grantFirstCredits();
 
  private:
   bool pollCompletions();
   void sendCredits();
+  bool progressGdr();
+  bool gdrEmpty() const;
   std::unique_ptr<QueuePair> qp_;
   std::unique_ptr<IbRing> ring_;
+  std::unique_ptr<GdrRing> gdr_;
   int peer_;
-  uint64_t head_ = 0;        // steps released
-  uint64_t arrived_ = 0;     // steps whose writes arrived
-  uint64_t credited_ = 0;    // head last sent to the sender
-  int creditsInFlight_ = 0;  // credit writes not yet completed
+  uint64_t published_ = 0;     // GPUDirect: tail published to the device program
+  std::exception_ptr broken_;  // GPUDirect: the error progress() met
+  uint64_t head_ = 0;          // steps released
+  uint64_t arrived_ = 0;       // steps whose writes arrived
+  uint64_t credited_ = 0;      // head last sent to the sender
+  int creditsInFlight_ = 0;    // credit writes not yet completed
   bool received_ = false;
 };
 

@@ -172,6 +172,18 @@ void QueuePair::writeWithImm(ibv_sge* sge, int nsge, uint64_t remoteAddr, uint32
   if (rc != 0) throwSystemError(strCat(link_, ": posting an RDMA write"), rc);
 }
 
+void QueuePair::write(ibv_sge* sge, int nsge, uint64_t remoteAddr, uint32_t rkey) {
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.sg_list = sge;
+  wr.num_sge = nsge;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = remoteAddr;
+  wr.wr.rdma.rkey = rkey;
+  const int rc = verbs().postSend(qp_, &wr, &bad);
+  if (rc != 0) throwSystemError(strCat(link_, ": posting an RDMA write"), rc);
+}
+
 int QueuePair::poll(ibv_wc* wc, int n, int peer) {
   const Verbs& v = verbs();
   const int got = v.pollCq(cq_, n, wc);

@@ -50,6 +50,10 @@ class QueuePair {
   // One RDMA write with immediate, signaled, of `nsge` pieces to (remoteAddr, rkey).
   void writeWithImm(ibv_sge* sge, int nsge, uint64_t remoteAddr, uint32_t rkey, uint32_t imm,
                     uint64_t wrId);
+  // One RDMA write without immediate, unsignaled: it takes no receive at the peer and gives no
+  // completion here. It must be followed by a signaled work request, whose completion frees
+  // its place in the send queue too.
+  void write(ibv_sge* sge, int nsge, uint64_t remoteAddr, uint32_t rkey);
   // Polls up to `n` completions; a failed one throws RemoteError naming the link, the status
   // and `peer`. Returns how many were polled.
   int poll(ibv_wc* wc, int n, int peer);

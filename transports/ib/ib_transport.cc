@@ -1,8 +1,10 @@
 #include "transports/ib/ib_transport.h"
 
 #include "src/base/error.h"
+#include "src/base/logging.h"
 #include "transports/ib/ib_connection.h"
 #include "transports/ib/ib_devices.h"
+#include "transports/ib/ib_gdr.h"
 
 namespace loom::transport::ib {
 namespace {
@@ -15,9 +17,10 @@ struct IbBlob {
   uint32_t magic = kBlobMagic;
   uint32_t slots = kSlots;
   uint64_t slotBytes = 0;
-  uint64_t ring = 0;  // address of the receiver's registered ring
+  uint64_t ring = 0;  // address of the receiver's registered ring (a GdrRing's data slots)
   uint32_t rkey = 0;
-  uint32_t reserved = 0;
+  uint32_t wordsRkey = 0;
+  uint64_t words = 0;  // a GdrRing's words, in its control page; 0 for a host ring
   QpAddress qp;
 };
 
@@ -36,11 +39,27 @@ const IbPort& portFor(const SetupContext& ctx) {
   return devs.ports()[choosePort(devs.ports(), nic != nullptr ? nic->name : "", ctx.peers.rank())];
 }
 
+// A GPU rank's ring: GPUDirect where it can be registered (ib_gdr.h), else nullptr, and the
+// registry stages the connection through the proxy. Either way the choice is logged.
+std::unique_ptr<GdrRing> gdrRingFor(const SetupContext& ctx, const IbPort& port, size_t slotBytes,
+                                    int access, const std::string& link) {
+  if (ctx.device < 0) return nullptr;
+  std::string why;
+  auto gdr = tryGdrRing(port.device, ctx.device, slotBytes, access, link, &why);
+  if (gdr != nullptr)
+    LOOM_INFO(kLogNet, link, ": GPUDirect RDMA (", gdr->how(), ") between GPU ", ctx.device,
+              " and ", port.deviceName);
+  else
+    LOOM_INFO(kLogNet, link, ": no GPUDirect RDMA between GPU ", ctx.device, " and ",
+              port.deviceName, " (", why, "); steps are staged through pinned host memory");
+  return gdr;
+}
+
 class IbPendingRecv final : public PendingRecv {
  public:
   IbPendingRecv(const SetupContext& ctx, std::unique_ptr<QueuePair> qp,
-                std::unique_ptr<IbRing> ring)
-      : peer_(ctx.peer), qp_(std::move(qp)), ring_(std::move(ring)) {}
+                std::unique_ptr<IbRing> ring, std::unique_ptr<GdrRing> gdr)
+      : peer_(ctx.peer), qp_(std::move(qp)), ring_(std::move(ring)), gdr_(std::move(gdr)) {}
 
   std::unique_ptr<RecvConnection> finish(const ConnectBlob& ackBlob) override {
     const auto ack = fromBlob<IbAck>(ackBlob);
@@ -48,7 +67,8 @@ class IbPendingRecv final : public PendingRecv {
                  " sent a malformed ib acknowledgement (is it the same loom version?)");
     qp_->toRtr(ack.qp);
     qp_->toRts();
-    auto conn = std::make_unique<IbRecvConnection>(std::move(qp_), std::move(ring_), peer_);
+    auto conn = std::make_unique<IbRecvConnection>(std::move(qp_), std::move(ring_),
+                                                   std::move(gdr_), peer_);
     conn->grantFirstCredits();
     return conn;
   }
@@ -57,6 +77,7 @@ class IbPendingRecv final : public PendingRecv {
   int peer_;
   std::unique_ptr<QueuePair> qp_;
   std::unique_ptr<IbRing> ring_;
+  std::unique_ptr<GdrRing> gdr_;
 };
 
 }  // namespace
@@ -68,18 +89,27 @@ std::string IbTransport::whyNot(const PeerPair&) const { return IbDevices::insta
 std::unique_ptr<PendingRecv> IbTransport::setupRecv(const SetupContext& ctx, ConnectBlob* blob) {
   const IbPort& port = portFor(ctx);
   const std::string link = linkText(ctx.peer, ctx.peers.rank(), ctx.channel);
-  auto ring = std::make_unique<IbRing>(port.device, ctx.slotBytes,
-                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, link);
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  IbBlob b;
+  b.slotBytes = ctx.slotBytes;
+  std::unique_ptr<IbRing> ring;
+  auto gdr = gdrRingFor(ctx, port, ctx.slotBytes, kAccess, link);
+  if (gdr != nullptr) {
+    b.ring = gdr->dataAddress();
+    b.rkey = gdr->dataRkey();
+    b.words = gdr->wordsAddress();
+    b.wordsRkey = gdr->controlRkey();
+  } else {
+    ring = std::make_unique<IbRing>(port.device, ctx.slotBytes, kAccess, link);
+    b.ring = ring->address();
+    b.rkey = ring->rkey();
+  }
   auto qp = std::make_unique<QueuePair>(port, kSendDepth, kRecvDepth, link);
   qp->toInit();
   qp->postReceives(kRecvDepth);
-  IbBlob b;
-  b.slotBytes = ctx.slotBytes;
-  b.ring = ring->address();
-  b.rkey = ring->rkey();
   b.qp = qp->address();
   toBlob(b, blob);
-  return std::make_unique<IbPendingRecv>(ctx, std::move(qp), std::move(ring));
+  return std::make_unique<IbPendingRecv>(ctx, std::move(qp), std::move(ring), std::move(gdr));
 }
 
 std::unique_ptr<SendConnection> IbTransport::connectSend(const SetupContext& ctx,
@@ -92,7 +122,10 @@ std::unique_ptr<SendConnection> IbTransport::connectSend(const SetupContext& ctx
                " sent a malformed ib connection blob (is it the same loom version?)");
   const IbPort& port = portFor(ctx);
   const std::string link = linkText(ctx.peers.rank(), ctx.peer, ctx.channel);
-  auto ring = std::make_unique<IbRing>(port.device, b.slotBytes, IBV_ACCESS_LOCAL_WRITE, link);
+  std::unique_ptr<IbRing> ring;
+  auto gdr = gdrRingFor(ctx, port, b.slotBytes, IBV_ACCESS_LOCAL_WRITE, link);
+  if (gdr == nullptr)
+    ring = std::make_unique<IbRing>(port.device, b.slotBytes, IBV_ACCESS_LOCAL_WRITE, link);
   auto qp = std::make_unique<QueuePair>(port, kSendDepth, kRecvDepth, link);
   qp->toInit();
   qp->postReceives(kRecvDepth);
@@ -101,8 +134,9 @@ std::unique_ptr<SendConnection> IbTransport::connectSend(const SetupContext& ctx
   IbAck a;
   a.qp = qp->address();
   toBlob(a, ack);
-  return std::make_unique<IbSendConnection>(std::move(qp), std::move(ring), port.device, b.ring,
-                                            b.rkey, ctx.peer);
+  const RemoteRing remote{b.ring, b.rkey, b.wordsRkey, b.words};
+  return std::make_unique<IbSendConnection>(std::move(qp), std::move(ring), std::move(gdr),
+                                            port.device, remote, ctx.peer);
 }
 
 }  // namespace loom::transport::ib

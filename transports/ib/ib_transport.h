@@ -10,6 +10,9 @@
 //      RTR (toward the receiver) and RTS, and acknowledges with its QP address;
 //   3. the receiver moves its QP to RTR and RTS and grants the first credits; the sender
 //      writes nothing before them, so nothing reaches a QP that is not ready.
+// A GPU rank's side registers a GPUDirect ring instead of a host ring where it can (ib_gdr.h),
+// and logs which it chose and why; a receiver's blob then also carries the address and rkey of
+// its step words.
 //
 // Choice. After shm in the registry's order: ranks of one host share memory; others use RDMA
 // when this process has a usable port. Where some hosts have RDMA and others do not, the two

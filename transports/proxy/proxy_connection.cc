@@ -9,22 +9,15 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/cuda/runtime.h"
+#include "transports/mapped_ring.h"
 #include "transports/slot_ring.h"
 
 namespace loom::transport {
 namespace {
 
-// The proxy ring's counters and per-slot words, on the first page of its memory; the counters
-// on their own lines, since the device and the proxy thread poll them from both sides of PCIe.
-struct ProxyControl {
-  alignas(kCacheLine) std::atomic<uint64_t> tail{0};  // written by the sender side only
-  alignas(kCacheLine) std::atomic<uint64_t> head{0};  // written by the receiver side only
-  alignas(kCacheLine) uint64_t words[kSlots] = {};    // bytes | tag << 32
-  uint64_t direct[kSlots] = {};                       // always 0: steps are in their slots
-  uint64_t region[kSlots] = {};                       // always 0
-};
+// The proxy ring's counters and per-slot words, on the first page of its memory.
+using ProxyControl = MappedRingControl;
 static_assert(sizeof(ProxyControl) <= kPageBytes);
-static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 
 // Pinned host memory mapped into `device`: the control page, then kSlots slots.
 class ProxyRing {
@@ -38,19 +31,8 @@ class ProxyRing {
       std::memset(host_, 0, bytes);  // touched once here, never per step
       control_ = new (host_) ProxyControl;
       auto* device = static_cast<uint8_t*>(rt.hostDevicePointer(host_));
-      auto onDevice = [&](const void* p) {
-        return reinterpret_cast<uint64_t*>(device + (static_cast<const uint8_t*>(p) - host_));
-      };
-      view_.protocol = Protocol::kSimple;
-      view_.memory = MemoryKind::kHostMapped;
-      view_.simple.slots = device + kPageBytes;
-      view_.simple.slotBytes = slotBytes;
-      view_.simple.nslots = kSlots;
-      view_.simple.tail = onDevice(&control_->tail);
-      view_.simple.head = onDevice(&control_->head);
-      view_.simple.words = onDevice(control_->words);
-      view_.simple.direct = onDevice(control_->direct);
-      view_.simple.region = onDevice(control_->region);
+      view_ = mappedSimpleView(MemoryKind::kHostMapped, device + kPageBytes, slotBytes, control_,
+                               host_, device);
     } catch (...) {
       rt.freeHost(host_);
       throw;

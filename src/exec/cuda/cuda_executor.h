@@ -25,10 +25,11 @@
 // the deadline.
 //
 // A wire connection (a peer on another host, or any pair under LOOM_TRANSPORT=socket) is a
-// proxy ring in pinned host memory mapped into the GPU (transports/proxy/proxy_connection.h),
-// which the kernel steps like a memory transport's ring: the communicator's proxy thread
-// (proxy_thread.h) moves its steps over the wire while a launch runs, and until what it sent
-// has left. A wire error it meets stops the kernels that step that connection and becomes
+// GPUDirect RDMA ring (transports/ib/ib_gdr.h) or a proxy ring in pinned host memory mapped
+// into the GPU (transports/proxy/proxy_connection.h); the kernel steps either like a memory
+// transport's ring, and the communicator's proxy thread (proxy_thread.h) posts its steps on
+// the wire (copying them, for a proxy ring) while a launch runs, and until what it sent has
+// left. A wire error it meets stops the kernels that step that connection and becomes
 // their calls' error.
 
 #pragma once

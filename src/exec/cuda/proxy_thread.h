@@ -1,6 +1,7 @@
 // The host thread of a CUDA communicator's proxy: it calls progress() on the connections that
 // need the host while a kernel steps them (SendConnection::needsHostProgress: a wire
-// connection behind a proxy ring, transports/proxy/proxy_connection.h).
+// connection behind a proxy ring, transports/proxy/proxy_connection.h, or a GPUDirect RDMA
+// one, transports/ib/ib_gdr.h).
 //
 // A connection is driven from the moment a launch that steps it is enqueued (hold) until that
 // launch is finished (release), and a send connection after that until everything it was
