@@ -24,6 +24,9 @@
 #                inputs; once with LOOM_PROTO=simple, once with ll
 #   wire         the matrix at 3 ranks over sockets: GPU buffers staged through the proxy
 #   processes    the same matrix between 2 processes sharing device 0 (when IPC works)
+#   rdma         the processes matrix over the NIC (LOOM_TRANSPORT=ib), when the machine has an
+#                RDMA device (the dry run: the software NIC, a test double): GPUDirect RDMA
+#                where the GPU's memory registers, else staged; the summary counts each way
 #   stream       producer kernel -> AllReduce -> consumer kernel on one stream, no host sync;
 #                a call on a stream capturing a CUDA graph refused
 #   faults       a missing rank times out through the async error; abort ends a waiting call
@@ -118,6 +121,26 @@ perf_judge() {
 }
 export -f perf_judge
 
+# rdma_judge CHECK ARGS...: the processes phase over ib, with the transport's INFO lines
+# counted: how many connections went by GPUDirect RDMA and how many were staged, and why.
+rdma_judge() {
+  local out rc
+  out=$(LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET "$@" 2>&1)
+  rc=$?
+  grep -v ' loom INFO ' <<<"$out" | grep -v '^RESULT '
+  local direct staged how why verdict summary
+  direct=$(grep -c ': GPUDirect RDMA (' <<<"$out")
+  staged=$(grep -c ': no GPUDirect RDMA ' <<<"$out")
+  how=$(grep -m1 -o ': GPUDirect RDMA ([a-z-]*)' <<<"$out" | sed 's/.*(\(.*\))/\1/')
+  why=$(grep -m1 -o ': no GPUDirect RDMA .*' <<<"$out" | cut -c3-)
+  verdict=$(awk '/^RESULT /{print $3; exit}' <<<"$out")
+  summary=$(grep -m1 '^RESULT ' <<<"$out" | cut -d' ' -f4-)
+  [[ $rc != 0 || -z $verdict ]] && verdict=FAIL
+  echo "RESULT rdma $verdict ${summary:-exit status $rc}; GPU connections: $direct by" \
+    "GPUDirect RDMA${how:+ ($how)}, $staged staged${why:+: $why}"
+}
+export -f rdma_judge
+
 perf_phase() {
   local name=$1 limit=$2
   shift 2
@@ -163,6 +186,15 @@ run_all() {
     run_phase processes $((120 * slow)) "$check" processes --counts 0,1,7,4097 --large-counts "$large"
   else
     results+=("$(printf '%-20s %-5s %5ss  %s' processes SKIP 0 "no IPC between processes")")
+  fi
+  local verbs=""
+  [[ $dry == 1 ]] && verbs=$(ls "$bin"/tests/softnic/libloom_softnic.so 2>/dev/null)
+  if [[ -n $verbs || ($dry == 0 && -n $(ls /sys/class/infiniband 2>/dev/null)) ]]; then
+    run_phase rdma $((120 * slow)) env LOOM_PROTO=simple LOOM_TRANSPORT=ib \
+      ${verbs:+LOOM_IBVERBS_LIB=$verbs} bash -c 'rdma_judge "$@"' _ "$check" processes \
+      --counts 0,1,7,4097 --large-counts "$large"
+  else
+    results+=("$(printf '%-20s %-5s %5ss  %s' rdma SKIP 0 "no RDMA device (/sys/class/infiniband)")")
   fi
   run_phase stream $((60 * slow)) "$check" stream
   run_phase faults $((90 * slow)) "$check" faults
