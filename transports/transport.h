@@ -124,6 +124,14 @@ class SendConnection {
   // connection behind a proxy ring (proxy/proxy_connection.h). A memory transport's ring needs
   // no one between the device and the peer.
   virtual bool needsHostProgress() const { return false; }
+  // Whether a device program may post steps whose bytes lie in `buffer` by address, writing the
+  // address into the view's direct word instead of the bytes into the slot: a GPUDirect RDMA
+  // connection whose NIC has `buffer` registered reads it itself (ib/ib_gdr.h). The program
+  // then keeps the buffer unchanged until head has passed the step.
+  virtual bool readsByAddress(const StepMemory& buffer) const {
+    (void)buffer;
+    return false;
+  }
 };
 
 class RecvConnection {
@@ -153,6 +161,11 @@ class RecvConnection {
   // As tryReceive, but the data stays where view() says, in its layout (for LL: the data words
   // of step *view()->ll.step, every one of which has landed), for a primitive that reads the
   // layout itself; release() as after tryReceive. Without a view the slot is plain bytes.
+  // After progress() threw: whether the failure is this side's own (a local NIC fault), which
+  // no peer's exit explains. A receiver that reads ahead of its consumer keeps other errors
+  // until a step is asked for (proxy/proxy_connection.h), but raises these at once: a kernel
+  // waiting on the connection would not ask, and a sender waiting for credits would not fail.
+  virtual bool failedHere() const { return false; }
   virtual const void* tryReceiveInView(size_t* bytes, uint32_t* tag = nullptr) {
     return tryReceive(bytes, tag);
   }

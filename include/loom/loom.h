@@ -394,8 +394,11 @@ LOOM_API loomResult_t loomMemFree(void* ptr);
 
 /** Registers [buff, buff + size) with the RDMA devices of `comm`'s transports (NCCL's
  * ncclCommRegister), so that steps of collectives and point-to-point calls sent from it go to
- * the network without a copy through a ring; returns the registration in *handle. Memory from
- * loomMemAlloc needs no registration (it is registered on first use). Without an RDMA device
+ * the network without a copy through a ring; returns the registration in *handle. GPU memory
+ * is registered by dma-buf or nvidia-peermem (GPUDirect RDMA): a CUDA communicator's kernels
+ * then post the steps that only copy it by address, the NIC reads them in place, and each
+ * call ends once they are read. Memory from loomMemAlloc needs no registration (it is
+ * registered on first use). Without an RDMA device
  * the call succeeds and changes nothing. Registering pins the pages: call it once per buffer,
  * not per operation, and keep the buffer until loomCommDeregister. Fails with
  * loomInvalidArgument for a NULL buff or handle, size 0, or an unknown communicator. */

@@ -22,6 +22,9 @@ LOOM_API loomResult_t loomMemAlloc(void** ptr, size_t size) {
     // On the current device of a live CUDA communicator: device memory, as ncclMemAlloc.
     if (void* device = allocCommDeviceMemory(size)) {
       *ptr = device;
+#if LOOM_HAVE_IBVERBS
+      transport::ib::rememberDeviceAllocation(device, size);  // GPUDirect reads it in place
+#endif
       LOOM_INFO(kLogShm, "loomMemAlloc: ", size, " bytes of device memory at ", *ptr);
       return loomSuccess;
     }

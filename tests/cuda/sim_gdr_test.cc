@@ -5,7 +5,9 @@
 // disabled or the memory cannot be registered. Each way carries the same calls with the same
 // bits (two_hosts.h); the in-process matrix over ib is SimExecutor.IbConnectionsUseGpuDirectRdma.
 // Nothing here says anything about real GPUs or NICs.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -54,6 +56,33 @@ TEST(SimGdr, DirectOnOneSideStagedOnTheOther) {
                             [](int r) { return expectDirect(r == 0); }});
 }
 
+// Buffers the NIC has registered (loomMemAlloc's device memory, or cudaMalloc memory given to
+// loomCommRegister) are read by the NIC in place: the AllGather and Send steps that only copy
+// them are posted by address, with no copy into a slot, and the results stay exact.
+int expectStepsByAddress(bool some) {
+  if (some && transport::ib::gdrStepsByAddress() == 0) return 32;
+  if (!some && transport::ib::gdrStepsByAddress() != 0) return 33;
+  return expectDirect(true);
+}
+
+TEST(SimGdr, LoomMemAllocBuffersAreSentInPlace) {
+  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
+  test::pipelineOnTwoHosts({"ib", nullptr, [](int) { return expectStepsByAddress(true); },
+                            test::TwoHostsBuffer::kLoomMemAlloc});
+}
+
+TEST(SimGdr, RegisteredBuffersAreSentInPlace) {
+  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
+  test::pipelineOnTwoHosts({"ib", nullptr, [](int) { return expectStepsByAddress(true); },
+                            test::TwoHostsBuffer::kRegistered});
+}
+
+// Plain cudaMalloc memory is not registered: every step is copied into the GPUDirect slot.
+TEST(SimGdr, UnregisteredBuffersAreCopiedIntoTheSlots) {
+  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
+  test::pipelineOnTwoHosts({"ib", nullptr, [](int) { return expectStepsByAddress(false); }});
+}
+
 // A NIC without dma-buf (the software NIC's no_dmabuf fault): nvidia-peermem takes the device
 // pointer where it is loaded; else the connections are staged.
 TEST(SimGdr, NoDmabufAndNoPeermemStagesEveryStep) {
@@ -70,22 +99,40 @@ TEST(SimGdr, NoDmabufFallsBackToPeermem) {
   test::pipelineOnTwoHosts({"ib", nullptr, [](int) { return expectDirect(true); }});
 }
 
-// A data connection that breaks under a kernel (the software NIC kills rank 1's queue pair
-// after 300 work requests, IBV_EVENT_QP_FATAL), direct or staged: rank 1's proxy fails the
-// send, its kernel stops, its communicator reports loomRemoteError and the control channel tells
-// rank 0, whose kernel stops too. Neither rank hangs or waits for its timeout.
-void aQueuePairDies(const char* gdrDisable) {
+// Applies a software NIC fault spec in this process, through the library loom loaded.
+bool injectFault(const char* spec) {
+  void* lib = dlopen(LOOM_SOFTNIC_LIB, RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return false;
+  auto inject = reinterpret_cast<int (*)(const char*)>(dlsym(lib, "loom_softnic_inject"));
+  const bool ok = inject != nullptr && inject(spec) == 0;
+  dlclose(lib);
+  return ok;
+}
+
+// A data connection that breaks under a kernel, direct or staged: rank 1's queue pair meets a
+// local fatal error (the software NIC's qp_fatal fault: IBV_EVENT_QP_FATAL, and its work
+// request completes with IBV_WC_FATAL_ERR). Rank 1's proxy fails the connection, its kernel
+// stops, its communicator reports loomRemoteError and the control channel tells rank 0, whose
+// kernel stops too. Neither rank hangs or waits for its timeout (LOOM_TIMEOUT, far away: a
+// hang fails the test as loomTimeout).
+//   - AllReduce: the fault hits whichever of rank 1's queue pairs posts its 300th request;
+//   - Send/Recv: after a first exchange, rank 1 comes late to the second, so rank 0 has
+//     filled every slot and has nothing in flight; the fault hits rank 1's first credit write,
+//     on a receive connection that reads ahead of its kernel. It is this side's own fault, so
+//     it is raised at once (RecvConnection::failedHere), where a peer's exit would be kept
+//     until a step is asked for, and rank 0 would wait for that credit until its timeout.
+void aQueuePairDies(const char* gdrDisable, bool receiverOnly) {
   test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
   test::ScopedEnv gdr("LOOM_GDR_DISABLE", gdrDisable);
   test::ScopedEnv wire("LOOM_TRANSPORT", "ib");
   test::ScopedEnv host("LOOM_HOSTID", "host-a");  // the child is host-b
   test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
-  test::ScopedEnv timeout("LOOM_TIMEOUT", "600");
+  test::ScopedEnv timeout("LOOM_TIMEOUT", "100");
   constexpr size_t kCount = 300000;
   auto rank = [&](int r, const loomUniqueId& id) -> int {
     if (r == 1) {
       setenv("LOOM_HOSTID", "host-b", 1);
-      setenv("SOFTNIC_FAULT", "qp_fatal@300", 1);
+      if (!receiverOnly) setenv("SOFTNIC_FAULT", "qp_fatal@300", 1);
     }
     loomComm_t comm = test::initGpuRank(r, id, r);
     if (comm == nullptr) return 10;
@@ -93,10 +140,17 @@ void aQueuePairDies(const char* gdrDisable) {
     void* stream = rt.streamCreate();
     auto* buf = static_cast<float*>(rt.malloc(kCount * sizeof(float)));
     rt.memsetAsync(buf, 0, kCount * sizeof(float), stream);
+    auto s = static_cast<loomStream_t>(stream);
     loomResult_t async = loomSuccess;
     for (int call = 0; call < 20 && async == loomSuccess; ++call) {
-      const loomResult_t enqueued = loomAllReduce(buf, buf, kCount, loomFloat32, loomSum, comm,
-                                                  static_cast<loomStream_t>(stream));
+      if (receiverOnly && r == 1 && call == 1) {
+        usleep(300000);
+        if (!injectFault("qp_fatal")) return 12;  // the next request fails
+      }
+      const loomResult_t enqueued =
+          !receiverOnly ? loomAllReduce(buf, buf, kCount, loomFloat32, loomSum, comm, s)
+          : r == 0      ? loomSend(buf, kCount, loomFloat32, 1, comm, s)
+                        : loomRecv(buf, kCount, loomFloat32, 0, comm, s);
       rt.streamSynchronize(stream);  // the kernel ends: no hang
       if (loomCommGetAsyncError(comm, &async) != loomSuccess) return 11;
       if (enqueued != loomSuccess && async == loomSuccess) async = enqueued;
@@ -110,8 +164,10 @@ void aQueuePairDies(const char* gdrDisable) {
   EXPECT_EQ(result.childStatus, 0);
 }
 
-TEST(SimGdr, AQueuePairThatDiesFailsBothRanks) { aQueuePairDies("0"); }
-TEST(SimGdr, AQueuePairThatDiesFailsBothRanksStaged) { aQueuePairDies("1"); }
+TEST(SimGdr, AQueuePairThatDiesFailsBothRanks) { aQueuePairDies("0", false); }
+TEST(SimGdr, AQueuePairThatDiesFailsBothRanksStaged) { aQueuePairDies("1", false); }
+TEST(SimGdr, AReceiversQueuePairThatDiesFailsBothRanks) { aQueuePairDies("0", true); }
+TEST(SimGdr, AReceiversQueuePairThatDiesFailsBothRanksStaged) { aQueuePairDies("1", true); }
 
 }  // namespace
 }  // namespace loom

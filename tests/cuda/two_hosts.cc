@@ -30,11 +30,23 @@ loomComm_t initGpuRank(int r, const loomUniqueId& id, int device) {
 namespace {
 
 // One rank's three rounds; 0, or the code of the first wrong thing.
-int pipelineRank(int r, loomComm_t comm) {
+int pipelineRank(int r, loomComm_t comm, TwoHostsBuffer kind) {
   constexpr size_t kCount = 300000;  // 1.2 MB: about 150 steps per pass
+  constexpr size_t kBytes = 2 * kCount * sizeof(int32_t);
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
   void* stream = rt.streamCreate();
-  auto* buf = static_cast<int32_t*>(rt.malloc(2 * kCount * sizeof(int32_t)));
+  int32_t* buf = nullptr;
+  void* registration = nullptr;
+  if (kind == TwoHostsBuffer::kLoomMemAlloc) {
+    void* p = nullptr;
+    if (loomMemAlloc(&p, kBytes) != loomSuccess) return 20;
+    buf = static_cast<int32_t*>(p);
+  } else {
+    buf = static_cast<int32_t*>(rt.malloc(kBytes));
+    if (kind == TwoHostsBuffer::kRegistered &&
+        loomCommRegister(comm, buf, kBytes, &registration) != loomSuccess)
+      return 21;
+  }
   const std::vector<int32_t> in = rankInput(kCount, r);
   std::vector<int32_t> out(2 * kCount);
   auto s = static_cast<loomStream_t>(stream);
@@ -57,6 +69,9 @@ int pipelineRank(int r, loomComm_t comm) {
     const loomResult_t p2p = r == 0 ? loomSend(buf, kCount, loomInt32, 1, comm, s)
                                     : loomRecv(buf, kCount, loomInt32, 0, comm, s);
     if (p2p != loomSuccess) return 15;
+    // The send's steps may go by address (GPUDirect from a registered buffer): the call ends
+    // only once they are read, so poisoning its buffer next on the stream cannot reach rank 1.
+    if (r == 0) rt.memsetAsync(buf, 0xee, kCount * sizeof(int32_t), stream);
     rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
     rt.streamSynchronize(stream);
     if (r == 1)
@@ -67,7 +82,12 @@ int pipelineRank(int r, loomComm_t comm) {
   if (loomCommGetAsyncError(comm, &async) != loomSuccess || async != loomSuccess) return 17;
   auto& executor = static_cast<CudaExecutor&>(executorOf(*findComm(comm)));
   if (executor.deviceLaunches() == 0) return 18;
-  rt.free(buf);
+  if (registration != nullptr && loomCommDeregister(comm, registration) != loomSuccess) return 22;
+  if (kind == TwoHostsBuffer::kLoomMemAlloc) {
+    if (loomMemFree(buf) != loomSuccess) return 23;
+  } else {
+    rt.free(buf);
+  }
   rt.streamDestroy(stream);
   return 0;
 }
@@ -84,7 +104,7 @@ void pipelineOnTwoHosts(const TwoHostsRun& run) {
     if (run.beforeInit) run.beforeInit(r);
     loomComm_t comm = initGpuRank(r, id, r);
     if (comm == nullptr) return 10;
-    if (const int failed = pipelineRank(r, comm); failed != 0) return failed;
+    if (const int failed = pipelineRank(r, comm, run.buffer); failed != 0) return failed;
     if (run.afterCalls)
       if (const int failed = run.afterCalls(r); failed != 0) return failed;
     return loomCommDestroy(comm) == loomSuccess ? 0 : 19;

@@ -20,12 +20,17 @@ std::vector<int32_t> rankInput(size_t count, int r);
 // nullptr when init failed.
 loomComm_t initGpuRank(int r, const loomUniqueId& id, int device);
 
+// Where the calls' buffer comes from: plain cudaMalloc, loomMemAlloc (device memory, which
+// the ib transport registers on first use), or cudaMalloc registered with loomCommRegister.
+enum class TwoHostsBuffer { kCudaMalloc, kLoomMemAlloc, kRegistered };
+
 struct TwoHostsRun {
   const char* transport = "socket";
   // In each rank's process, before its communicator is made (environment for one side).
   std::function<void(int rank)> beforeInit;
   // In each rank's process after the calls, before destroy: 0, or a code saying what is wrong.
   std::function<int(int rank)> afterCalls;
+  TwoHostsBuffer buffer = TwoHostsBuffer::kCudaMalloc;
 };
 
 // GPU ranks 0 and 1 (on GPUs 0 and 1) on hosts "host-a" and "host-b" over `run.transport`,

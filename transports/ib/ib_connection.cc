@@ -115,6 +115,11 @@ bool IbSendConnection::acceptsStep(const StepMemory& step) const {
   return lkeyFor(device_, step.data, step.bytes, step.region).has_value();
 }
 
+bool IbSendConnection::readsByAddress(const StepMemory& buffer) const {
+  return gdr_ != nullptr && buffer.bytes > 0 &&
+         lkeyFor(device_, buffer.data, buffer.bytes, buffer.region).has_value();
+}
+
 void IbSendConnection::postStep(const StepMemory& step, uint32_t tag) {
   const auto lkey = lkeyFor(device_, step.data, step.bytes, step.region);
   LOOM_ENFORCE(lkey.has_value(), InternalError, qp_->link(),
@@ -168,16 +173,27 @@ void IbSendConnection::sendReady() {
 }
 
 // A GPUDirect ring: takes the steps its device program posted, with their headers from the
-// words the kernel wrote.
+// words the kernel wrote; a step it posted by address (readsByAddress) goes from there.
 void IbSendConnection::importPosted() {
   GdrControl& c = gdr_->control();
   const uint64_t posted = c.tail.load(std::memory_order_acquire);
   for (; tail_ < posted; ++tail_) {
-    const uint64_t word = c.words[tail_ % kSlots];
+    const uint64_t slot = tail_ % kSlots;
+    const uint64_t word = c.words[slot];
     const auto bytes = static_cast<uint32_t>(word);
     LOOM_ENFORCE(bytes <= gdr_->slotBytes(), InternalError, qp_->link(), ": the GPU posted ", bytes,
                  " bytes into a slot of ", gdr_->slotBytes());
-    c.headers[tail_ % kSlots] = IbSlotHeader{tail_, bytes, static_cast<uint32_t>(word >> 32)};
+    c.headers[slot] = IbSlotHeader{tail_, bytes, static_cast<uint32_t>(word >> 32)};
+    direct_[slot] = Direct{};
+    if (c.direct[slot] != 0) {
+      const auto* data = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(c.direct[slot]));
+      const auto lkey = lkeyFor(device_, data, bytes, nullptr);
+      LOOM_ENFORCE(lkey.has_value(), InternalError, qp_->link(), ": the GPU posted ", bytes,
+                   " bytes at ", static_cast<const void*>(data),
+                   " by address, in memory the NIC has not registered");
+      direct_[slot] = Direct{data, *lkey};
+      countStepByAddress();
+    }
   }
 }
 
@@ -342,6 +358,7 @@ bool IbRecvConnection::progressGdr() {
     sendCredits();
     return moved;
   } catch (const Error&) {
+    if (qp_->failedHere()) throw;  // this side's fault: no peer's end explains it
     broken_ = std::current_exception();
     return false;
   }

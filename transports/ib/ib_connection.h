@@ -122,6 +122,7 @@ class IbSendConnection final : public SendConnection {
   void checkPeer() const override { qp_->checkFatal(peer_); }
   const ConnectionView* view() const override;
   bool needsHostProgress() const override { return gdr_ != nullptr; }
+  bool readsByAddress(const StepMemory& buffer) const override;
 
  private:
   // Below this a copy into the slot costs less than a second scatter piece.
@@ -157,7 +158,7 @@ class IbSendConnection final : public SendConnection {
 // the slots it released as credits. Reading ahead, it may meet the end of a peer that has sent
 // all it will (proxy_connection.h says why that looks like a death): the error is kept and
 // raised by checkPeer only when no step is left, and a kernel learns of a real death through
-// the control channel.
+// the control channel. A fault of this side's own (failedHere) is raised at once.
 class IbRecvConnection final : public RecvConnection {
  public:
   // Exactly one of `ring` (host) and `gdr` (GPUDirect) is given.
@@ -172,6 +173,7 @@ class IbRecvConnection final : public RecvConnection {
   void checkPeer() const override;
   const ConnectionView* view() const override;
   bool needsHostProgress() const override { return gdr_ != nullptr; }
+  bool failedHere() const override { return qp_->failedHere(); }
   // Phase 3: the sender is ready to receive; grant it the first kSlots.
   void grantFirstCredits();
 

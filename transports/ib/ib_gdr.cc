@@ -17,6 +17,7 @@ namespace loom::transport::ib {
 namespace {
 
 std::atomic<size_t> liveRings{0};
+std::atomic<uint64_t> stepsByAddress{0};
 std::atomic<int> peermemOverride{-1};
 
 // nvidia-peermem (or the older nv_peer_mem) registers itself with the kernel's peer-memory
@@ -28,10 +29,11 @@ bool peermemLoaded() {
          access("/sys/module/nvidia_peermem/version", F_OK) == 0;
 }
 
-// Registers the device memory [slots, slots + bytes) with `pd`: dma-buf first, then
-// nvidia-peermem. Returns the MR and sets `how`, or throws saying what each way answered.
-ibv_mr* registerDeviceMemory(ibv_pd* pd, const std::string& nic, uint8_t* slots, size_t bytes,
+}  // namespace
+
+ibv_mr* registerDeviceMemory(ibv_pd* pd, const std::string& nic, void* data, size_t bytes,
                              int access, const char** how) {
+  auto* memory = static_cast<uint8_t*>(data);
   const Verbs& v = verbs();
   std::string dmabuf;
   if (v.regDmabufMr == nullptr) {
@@ -39,8 +41,9 @@ ibv_mr* registerDeviceMemory(ibv_pd* pd, const std::string& nic, uint8_t* slots,
   } else {
     try {
       uint64_t offset = 0;
-      const int fd = cuda::deviceRuntime().exportDmabuf(slots, bytes, &offset);
-      ibv_mr* mr = v.regDmabufMr(pd, offset, bytes, reinterpret_cast<uintptr_t>(slots), fd, access);
+      const int fd = cuda::deviceRuntime().exportDmabuf(memory, bytes, &offset);
+      ibv_mr* mr =
+          v.regDmabufMr(pd, offset, bytes, reinterpret_cast<uintptr_t>(memory), fd, access);
       const int err = errno;
       ::close(fd);  // the registration keeps the buffer
       if (mr != nullptr) {
@@ -53,17 +56,13 @@ ibv_mr* registerDeviceMemory(ibv_pd* pd, const std::string& nic, uint8_t* slots,
     }
   }
   if (!peermemLoaded()) throw InvalidArgument(strCat(dmabuf, "; and nvidia-peermem is not loaded"));
-  ibv_mr* mr = v.regMr(pd, slots, bytes, access);
+  ibv_mr* mr = v.regMr(pd, memory, bytes, access);
   if (mr == nullptr)
-    throw InvalidArgument(strCat(dmabuf, "; and ", nic,
-                                 " refused the GPU memory through "
-                                 "nvidia-peermem: ",
-                                 std::strerror(errno)));
+    throw InvalidArgument(strCat(dmabuf, "; and ", nic, " refused the GPU memory through ",
+                                 "nvidia-peermem: ", std::strerror(errno)));
   *how = "nvidia-peermem";
   return mr;
 }
-
-}  // namespace
 
 GdrRing::GdrRing(int ibDevice, int gpu, size_t slotBytes, int access, const std::string& link)
     : gpu_(gpu), slotBytes_(slotBytes) {
@@ -125,6 +124,10 @@ std::unique_ptr<GdrRing> tryGdrRing(int ibDevice, int gpu, size_t slotBytes, int
 }
 
 size_t liveGdrRings() { return liveRings.load(std::memory_order_relaxed); }
+
+uint64_t gdrStepsByAddress() { return stepsByAddress.load(std::memory_order_relaxed); }
+
+void countStepByAddress() { stepsByAddress.fetch_add(1, std::memory_order_relaxed); }
 
 void setPeermemForTest(int loaded) { peermemOverride.store(loaded, std::memory_order_relaxed); }
 

@@ -81,14 +81,23 @@ class GdrRing {
   ConnectionView view_;
 };
 
+// Registers the CUDA device memory [data, data + bytes) with `pd` (of RDMA device `nic`, for
+// messages): dma-buf first, then nvidia-peermem. Returns the MR and sets `how` ("dma-buf",
+// "nvidia-peermem"), or throws InvalidArgument saying what each way answered.
+ibv_mr* registerDeviceMemory(ibv_pd* pd, const std::string& nic, void* data, size_t bytes,
+                             int access, const char** how);
+
 // A direct ring for a GPU rank's connection, or nullptr with `why` saying why the connection
 // is staged instead (LOOM_GDR_DISABLE, no dma-buf and no nvidia-peermem, a refused
 // registration).
 std::unique_ptr<GdrRing> tryGdrRing(int ibDevice, int gpu, size_t slotBytes, int access,
                                     const std::string& link, std::string* why);
 
-// How many direct rings exist now in this process (for tests).
+// How many direct rings exist now in this process, and how many steps device programs have
+// posted by address from registered GPU buffers (for tests).
 size_t liveGdrRings();
+uint64_t gdrStepsByAddress();
+void countStepByAddress();
 
 // Tests: whether nvidia-peermem counts as loaded (1 or 0; -1, the default, looks in sysfs).
 void setPeermemForTest(int loaded);

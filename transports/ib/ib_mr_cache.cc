@@ -7,15 +7,21 @@
 
 #include "src/base/error.h"
 #include "src/base/logging.h"
+#include "src/cuda/runtime.h"
 #include "transports/ib/ib_devices.h"
+#include "transports/ib/ib_gdr.h"
 #include "transports/ib/ib_verbs.h"
 
 namespace loom::transport::ib {
 namespace {
 
+// regionId of a loomMemAlloc allocation of device memory (not a MemRegion).
+constexpr uint64_t kDeviceAllocation = ~uint64_t{0};
+
 struct Entry {
   size_t size = 0;
   uint64_t regionId = 0;      // loomMemAlloc region, or 0 for an explicit registration
+  bool device = false;        // CUDA device memory: registered by dma-buf or nvidia-peermem
   int explicitCount = 0;      // loomCommRegister calls not yet deregistered
   std::vector<ibv_mr*> mrs;   // per device, registered on first use there
   std::vector<bool> refused;  // per device: registration failed once, never retried
@@ -45,12 +51,24 @@ std::optional<uint32_t> lkeyOn(Entry& e, uintptr_t base, int device) {
     e.refused.resize(devs.devices().size(), false);
   }
   if (e.mrs[device] == nullptr && !e.refused[device]) {
-    e.mrs[device] = verbs().regMr(devs.devices()[device].pd, reinterpret_cast<void*>(base), e.size,
-                                  IBV_ACCESS_LOCAL_WRITE);
+    const IbDevice& dev = devs.devices()[device];
+    std::string why;
+    if (e.device) {
+      try {
+        const char* how = "";
+        e.mrs[device] = registerDeviceMemory(dev.pd, dev.name, reinterpret_cast<void*>(base),
+                                             e.size, IBV_ACCESS_LOCAL_WRITE, &how);
+      } catch (const Error& err) {
+        why = strCat(": ", err.what());
+      }
+    } else {
+      e.mrs[device] =
+          verbs().regMr(dev.pd, reinterpret_cast<void*>(base), e.size, IBV_ACCESS_LOCAL_WRITE);
+    }
     if (e.mrs[device] == nullptr) {
       e.refused[device] = true;
-      LOOM_INFO(kLogNet, "ib: ", devs.devices()[device].name, " refuses to register ", e.size,
-                " bytes at ", reinterpret_cast<void*>(base), "; steps from it go through the ring");
+      LOOM_INFO(kLogNet, "ib: ", dev.name, " refuses to register ", e.size, " bytes at ",
+                reinterpret_cast<void*>(base), why, "; steps from it go through the ring");
     }
   }
   if (e.mrs[device] == nullptr) return std::nullopt;
@@ -79,7 +97,8 @@ std::optional<uint32_t> lkeyFor(int device, const void* data, size_t bytes,
   auto it = c.entries.upper_bound(addr);
   if (it == c.entries.begin()) return std::nullopt;
   --it;
-  if (it->second.explicitCount == 0 || addr + bytes > it->first + it->second.size)
+  if ((it->second.explicitCount == 0 && it->second.regionId == 0) ||
+      addr + bytes > it->first + it->second.size)
     return std::nullopt;
   return lkeyOn(it->second, it->first, device);
 }
@@ -89,7 +108,11 @@ void* registerBuffer(const void* data, size_t size) {
   std::lock_guard<std::mutex> lock(c.mutex);
   const uintptr_t base = reinterpret_cast<uintptr_t>(data);
   Entry& e = c.entries[base];
-  if (e.explicitCount == 0 && e.regionId == 0) e.size = size;
+  if (e.explicitCount == 0 && e.regionId == 0) {
+    e.size = size;
+    e.device = cuda::deviceRuntimeLoaded() &&
+               cuda::deviceRuntime().pointerInfo(data).kind == cuda::PointerKind::kDevice;
+  }
   if (size > e.size) {  // a larger buffer at the same address: register it anew
     release(e);
     e.size = size;
@@ -113,6 +136,19 @@ void deregisterBuffer(void* handle) {
     release(it->second);
     c.entries.erase(it);
   }
+}
+
+void rememberDeviceAllocation(const void* base, size_t size) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  Entry& e = c.entries[reinterpret_cast<uintptr_t>(base)];
+  const int keep = e.explicitCount;  // a stale explicit registration of a freed buffer's address
+  release(e);
+  e = Entry{};
+  e.explicitCount = keep;
+  e.size = size;
+  e.regionId = kDeviceAllocation;
+  e.device = true;
 }
 
 void forgetRegion(const void* base) {

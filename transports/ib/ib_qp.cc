@@ -184,13 +184,37 @@ void QueuePair::write(ibv_sge* sge, int nsge, uint64_t remoteAddr, uint32_t rkey
   if (rc != 0) throwSystemError(strCat(link_, ": posting an RDMA write"), rc);
 }
 
+namespace {
+
+// Statuses of this side's own faults; the others (retries exceeded, flushed, the remote's
+// refusals) may come from a peer that stopped answering.
+bool localStatus(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_LOC_LEN_ERR:
+    case IBV_WC_LOC_QP_OP_ERR:
+    case IBV_WC_LOC_EEC_OP_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR:
+    case IBV_WC_LOC_RDD_VIOL_ERR:
+    case IBV_WC_MW_BIND_ERR:
+    case IBV_WC_FATAL_ERR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 int QueuePair::poll(ibv_wc* wc, int n, int peer) {
   const Verbs& v = verbs();
   const int got = v.pollCq(cq_, n, wc);
   if (got < 0) throw RemoteError(strCat(link_, ": polling the completion queue failed"));
   for (int i = 0; i < got; ++i) {
     if (wc[i].status == IBV_WC_SUCCESS) continue;
+    pollAsyncEvents();
     const std::string fatal = fatalEventFor(qp_->qp_num, port_.device, port_.port);
+    failedHere_ = !fatal.empty() || localStatus(wc[i].status);
     throw RemoteError(strCat(link_, ": work completion failed with ", v.statusText(wc[i].status),
                              ", vendor error ", wc[i].vendor_err,
                              fatal.empty() ? "" : strCat(" after ", fatal), ". Rank ", peer,

@@ -62,6 +62,9 @@ class QueuePair {
   void armNotify(WaitSet& set);
   // Throws RemoteError when a fatal event of this QP or its port was reported (ib_async.h).
   void checkFatal(int peer) const;
+  // After poll() threw: whether the completion failed by this side's own fault (a local error
+  // status, or a fatal event of this QP or its port), which no peer's exit explains.
+  bool failedHere() const { return failedHere_; }
 
   const std::string& link() const { return link_; }
 
@@ -74,6 +77,7 @@ class QueuePair {
   ibv_qp* qp_ = nullptr;
   uint32_t psn_ = 0;
   ibv_mtu mtu_ = IBV_MTU_1024;
+  bool failedHere_ = false;
 };
 
 }  // namespace loom::transport::ib

@@ -174,6 +174,7 @@ class ProxyRecvConnection final : public RecvConnection {
         moved = true;
       }
     } catch (const Error&) {
+      if (wire_->failedHere()) throw;  // this side's fault: no peer's end explains it
       broken_ = std::current_exception();
     }
     return moved;

@@ -30,6 +30,9 @@
 // not have (tryReceive, checkPeer). A kernel cannot ask: a peer's death reaches it through
 // the control channel (src/bootstrap/control_channel.h), which stops every rank's waits, and
 // a data connection that broke fails its sending side, whose communicator reports it there.
+// A fault of this side's own (RecvConnection::failedHere: a local NIC error) is raised at
+// once: no peer's end explains it, and the sender may be waiting for a credit with nothing in
+// flight, so nothing else would fail.
 #pragma once
 
 #include <memory>

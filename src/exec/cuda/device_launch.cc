@@ -43,6 +43,19 @@ bool isReduction(CollKind k) {
   return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kReduceScatter;
 }
 
+// A rank's input or output buffer: a block per rank for AllGather's output, ReduceScatter's
+// input and both of AllToAll's.
+transport::StepMemory callBuffer(const CollOp& op, bool output) {
+  const bool perRank =
+      op.kind == CollKind::kAlltoAll ||
+      (output ? op.kind == CollKind::kAllGather : op.kind == CollKind::kReduceScatter);
+  const size_t blocks = perRank ? static_cast<size_t>(op.comm->nranks()) : 1;
+  transport::StepMemory m;
+  m.data = output ? op.recvbuff : op.sendbuff;
+  m.bytes = m.data == nullptr ? 0 : op.count * dataTypeSize(op.type) * blocks;
+  return m;
+}
+
 // Appends the tasks of one op's plan; false when a connection has no Simple view.
 bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
              std::map<const void*, int>& lastUser, std::string* why) {
@@ -67,10 +80,14 @@ bool addPlan(const CollOp& op, int callIndex, const Plan& plan, HostLaunch& out,
     };
     for (int k = 0; k < tp.links.nsend; ++k) {
       transport::SendConnection* c = comm.sendConnection(tp.links.sendPeer[k], tp.links.key);
-      if (!deviceLink(c, tp.links.sendPeer[k], &t.send[t.nsend++])) {
+      DeviceLink& link = t.send[t.nsend++];
+      if (!deviceLink(c, tp.links.sendPeer[k], &link)) {
         *why = strCat("its connection to rank ", tp.links.sendPeer[k], " has no ring in memory");
         return false;
       }
+      const transport::StepMemory output = callBuffer(op, true);
+      link.inputByAddress = c->readsByAddress(t.inputFromOutput ? output : callBuffer(op, false));
+      link.outputByAddress = c->readsByAddress(output);
       orderAfter(c);
       out.sends.push_back(c);
       if (c->needsHostProgress()) out.hostDriven.push_back({&comm, c, nullptr});

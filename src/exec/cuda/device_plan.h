@@ -39,6 +39,11 @@ struct DeviceLink {
   transport::SimpleRingView ring;
   transport::LLRingView ll;
   int peer = -1;
+  // A send link whose connection reads the task's input (output) buffer itself
+  // (SendConnection::readsByAddress: GPUDirect RDMA from a registered buffer): a step that
+  // only copies from it is posted by address instead of copied into the slot.
+  bool inputByAddress = false;
+  bool outputByAddress = false;
 };
 
 struct DeviceTask {

@@ -18,7 +18,10 @@
 //   - Simple: a step has landed when the sender's tail passed this side's head; the leader
 //     frees it with head = h + 1, and sends by writing the slot, its byte count and tag, then
 //     tail = t + 1, each with release order after the data. Each side writes only its own
-//     counter, so its value is that side's next step.
+//     counter, so its value is that side's next step. A step that only copies a user buffer
+//     the connection reads itself (DeviceLink::inputByAddress) is posted by address: the slot
+//     stays unwritten, its direct word holds the address, and the task does not finish
+//     before head has passed every such step, so the buffer stays as it was until read.
 //   - LL: a step has landed when its header and every data word carry the step's flag
 //     (ll_words.h). The leader waits for the header and checks it; then every thread polls
 //     its own data words (word w is thread w % threads') and unpacks them to a staging
@@ -69,8 +72,10 @@ struct DeviceStepShared {
   uint32_t llInFlag[kDeviceTaskPeers];
   uint32_t llOutFlag[kDeviceTaskPeers];
   size_t llOutWords[kDeviceTaskPeers];
-  bool llRecv, llSend;  // whether any link of the step is LL
-  bool landFailed;      // a thread's landLL saw the launch fail
+  bool llRecv, llSend;    // whether any link of the step is LL
+  bool landFailed;        // a thread's landLL saw the launch fail
+  const void* byAddress;  // the step's bytes, posted by address on every send link; or null
+  bool postedByAddress;   // some step of the task was
   // The leader's walk: where it stands, the step it prepared, whether there was one.
   algo::StepCursor cursor;
   algo::Step step;
@@ -340,13 +345,29 @@ LOOM_HOST_DEVICE inline bool prepareStep(Ctx& ctx, const DeviceLaunch& launch, i
       reduces && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
   sh.copy = sh.args.nsrc == 1 && !opApplies;
   sh.bytes = bytes;
+  // A copy of a buffer every send link reads itself goes by address: the slots (the last
+  // destinations, stepOperands) are left out; an output destination, if any, stays.
+  sh.byAddress = nullptr;
+  if (sends && sh.copy && bytes > 0 && !sh.llSend && sh.args.ndst >= task.nsend) {
+    const bool fromInput = algo::primReadsInput(s.prim) && sh.args.src[0] == b.input;
+    const bool fromOutput = s.prim == algo::Prim::kSendFromOutput && sh.args.src[0] == b.output;
+    bool all = fromInput || fromOutput;
+    for (int i = 0; all && i < task.nsend; ++i)
+      all = fromInput ? task.send[i].inputByAddress : task.send[i].outputByAddress;
+    if (all) {
+      sh.byAddress = sh.args.src[0];
+      sh.args.ndst -= task.nsend;
+      sh.postedByAddress = true;
+    }
+  }
   return true;
 }
 
 // The group's first thread, after the data: frees what it received and publishes what it sent.
 template <typename Ctx>
 LOOM_HOST_DEVICE inline void finishStep(Ctx& ctx, const DeviceTask& task, const DeviceCall& call,
-                                        const algo::Step& s, uint64_t bytes) {
+                                        const algo::Step& s, uint64_t bytes,
+                                        const void* byAddress) {
   if (algo::primRecvs(s.prim))
     for (int i = 0; i < task.nrecv; ++i) {
       const DeviceLink& link = task.recv[i];
@@ -374,7 +395,7 @@ LOOM_HOST_DEVICE inline void finishStep(Ctx& ctx, const DeviceTask& task, const 
       const uint64_t tail = *r.tail;
       const uint64_t slot = tail % r.nslots;
       r.words[slot] = bytes | (static_cast<uint64_t>(call.signature) << 32);
-      r.direct[slot] = 0;
+      r.direct[slot] = reinterpret_cast<uintptr_t>(byAddress);
       r.region[slot] = 0;
       ctx.store(r.tail, tail + 1);  // data, count and tag before tail
     }
@@ -407,6 +428,7 @@ LOOM_HOST_DEVICE void runDeviceTask(const DeviceLaunch& launch, int t, Ctx& ctx)
   const bool leader = ctx.thread() == 0;
   if (leader) {
     sh.stop = false;
+    sh.postedByAddress = false;
     sh.cursor = algo::StepCursor{};
     sh.stepsDone = 0;
     for (int k = 0; k < task.nbefore && !sh.stop; ++k) {
@@ -439,10 +461,18 @@ LOOM_HOST_DEVICE void runDeviceTask(const DeviceLaunch& launch, int t, Ctx& ctx)
       ctx.sync();
     }
     if (leader) {
-      dp::finishStep(ctx, task, launch.calls[task.call], sh.step, sh.bytes);
+      dp::finishStep(ctx, task, launch.calls[task.call], sh.step, sh.bytes, sh.byAddress);
       ctx.store(&launch.stepsDone[t], ++sh.stepsDone);
     }
   }
+  // Steps posted by address read the caller's buffers until the connection has sent them.
+  if (leader && !sh.stop && sh.postedByAddress)
+    for (int i = 0; i < task.nsend && !sh.stop; ++i) {
+      const transport::SimpleRingView& r = task.send[i].ring;
+      const uint64_t tail = *r.tail;
+      sh.stop = !dp::waitFor(ctx, launch, t, task.send[i].peer, false,
+                             [&] { return ctx.load(r.head) == tail; });
+    }
   if (leader && !sh.stop) ctx.store(&launch.done[t], 1);
 }
 
