@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "loom/loom.h"
 #include "src/cuda/runtime.h"
@@ -81,6 +82,50 @@ TEST(SimGdr, RegisteredBuffersAreSentInPlace) {
 TEST(SimGdr, UnregisteredBuffersAreCopiedIntoTheSlots) {
   test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
   test::pipelineOnTwoHosts({"ib", nullptr, [](int) { return expectStepsByAddress(false); }});
+}
+
+// A grouped Send and Recv on the same registered buffer (in place): the receive may overwrite
+// the buffer once the send's steps are posted, so those steps are copied into the slots, not
+// posted by address, and each rank ends with exactly its peer's data.
+TEST(SimGdr, InPlaceSendRecvOfARegisteredBufferIsExact) {
+  test::ScopedEnv lib("LOOM_IBVERBS_LIB", LOOM_SOFTNIC_LIB);
+  test::ScopedEnv wire("LOOM_TRANSPORT", "ib");
+  test::ScopedEnv host("LOOM_HOSTID", "host-a");  // the child is host-b
+  test::ScopedEnv buffsize("LOOM_BUFFSIZE", "65536");
+  test::ScopedEnv timeout("LOOM_TIMEOUT", "100");
+  constexpr size_t kCount = 300000;
+  auto rank = [&](int r, const loomUniqueId& id) -> int {
+    if (r == 1) setenv("LOOM_HOSTID", "host-b", 1);
+    loomComm_t comm = test::initGpuRank(r, id, r);
+    if (comm == nullptr) return 10;
+    cuda::DeviceRuntime& rt = cuda::deviceRuntime();
+    void* stream = rt.streamCreate();
+    void* p = nullptr;
+    if (loomMemAlloc(&p, kCount * sizeof(int32_t)) != loomSuccess) return 11;
+    auto* buf = static_cast<int32_t*>(p);
+    const std::vector<int32_t> in = test::rankInput(kCount, r);
+    std::vector<int32_t> out(kCount);
+    auto s = static_cast<loomStream_t>(stream);
+    for (int round = 0; round < 3; ++round) {
+      rt.memcpyAsync(buf, in.data(), kCount * sizeof(int32_t), stream);
+      if (loomGroupStart() != loomSuccess ||
+          loomSend(buf, kCount, loomInt32, 1 - r, comm, s) != loomSuccess ||
+          loomRecv(buf, kCount, loomInt32, 1 - r, comm, s) != loomSuccess ||
+          loomGroupEnd() != loomSuccess)
+        return 12;
+      rt.memcpyAsync(out.data(), buf, kCount * sizeof(int32_t), stream);
+      rt.streamSynchronize(stream);
+      for (size_t i = 0; i < kCount; ++i)
+        if (out[i] != static_cast<int32_t>(i % 1000) * (2 - r)) return 13;
+    }
+    if (transport::ib::liveGdrRings() == 0) return 14;
+    if (loomMemFree(buf) != loomSuccess) return 15;
+    rt.streamDestroy(stream);
+    return loomCommDestroy(comm) == loomSuccess ? 0 : 16;
+  };
+  const test::ForkedPair result = test::runForkedPair(rank);
+  EXPECT_EQ(result.parent, 0);
+  EXPECT_EQ(result.childStatus, 0);
 }
 
 // A NIC without dma-buf (the software NIC's no_dmabuf fault): nvidia-peermem takes the device

@@ -118,7 +118,8 @@ void connectLaunch(const std::vector<CollOp>& ops) {
 
 bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
   // In-place send/receive pairs: refused unless they start at the same address; the receive's
-  // task is then gated on the send's below (the device program copies every send to a slot).
+  // task is then gated on the send's below (the send's steps are copied into slots, never
+  // posted by address).
   std::vector<RecvInterval> received;
   std::vector<SendRecvOverlap> overlaps;
   pairOverwrittenInputs(ops, received, overlaps);
@@ -153,6 +154,14 @@ bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
     const int send = firstTask[o.send], recv = firstTask[o.recv];
     if (send < 0 || recv < 0) continue;  // to oneself: the copy reads before it writes
     out.tasks[static_cast<size_t>(recv)].gate = send;
+  }
+  // A gate's steps count as done once posted; a step posted by address is read later, so a
+  // task that gates another (which may overwrite what it sends) copies every step instead.
+  for (const DeviceTask& t : out.tasks) {
+    if (t.gate < 0) continue;
+    DeviceTask& gate = out.tasks[static_cast<size_t>(t.gate)];
+    for (int k = 0; k < gate.nsend; ++k)
+      gate.send[k].inputByAddress = gate.send[k].outputByAddress = false;
   }
   // Sends to oneself: a copy task each, without connections (as the CPU executor's).
   planSelfCopies(ops, out.selfCopies);
