@@ -70,7 +70,11 @@ GdrRing::GdrRing(int ibDevice, int gpu, size_t slotBytes, int access, const std:
   cuda::DeviceRuntime& rt = cuda::deviceRuntime();
   cuda::CurrentDeviceScope scope(gpu);
   try {
-    slots_ = static_cast<uint8_t*>(rt.malloc(kSlots * slotBytes));
+    // Whole pages, as a dma-buf range must be: one page more, and the slots from the first
+    // page boundary in it.
+    allocation_ = static_cast<uint8_t*>(rt.malloc(kSlots * slotBytes + kPageBytes));
+    const auto start = reinterpret_cast<uintptr_t>(allocation_);
+    slots_ = allocation_ + ((start + kPageBytes - 1) / kPageBytes * kPageBytes - start);
     host_ =
         static_cast<uint8_t*>(rt.hostAlloc(kPageBytes, cuda::kHostMapped | cuda::kHostPortable));
     std::memset(host_, 0, kPageBytes);
@@ -102,11 +106,11 @@ void GdrRing::release() noexcept {
     cuda::DeviceRuntime& rt = cuda::deviceRuntime();
     cuda::CurrentDeviceScope scope(gpu_);
     if (host_ != nullptr) rt.freeHost(host_);
-    if (slots_ != nullptr) rt.free(slots_);
+    if (allocation_ != nullptr) rt.free(allocation_);
   } catch (const std::exception& e) {
     LOOM_WARN(kLogNet, "freeing a GPUDirect ring failed: ", e.what());
   }
-  host_ = slots_ = nullptr;
+  host_ = slots_ = allocation_ = nullptr;
 }
 
 std::unique_ptr<GdrRing> tryGdrRing(int ibDevice, int gpu, size_t slotBytes, int access,

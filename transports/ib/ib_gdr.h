@@ -72,8 +72,9 @@ class GdrRing {
   void release() noexcept;
   int gpu_;
   size_t slotBytes_;
-  uint8_t* slots_ = nullptr;  // device memory
-  uint8_t* host_ = nullptr;   // the control page, pinned and mapped
+  uint8_t* allocation_ = nullptr;  // device memory
+  uint8_t* slots_ = nullptr;       // in it, from a page boundary
+  uint8_t* host_ = nullptr;        // the control page, pinned and mapped
   GdrControl* control_ = nullptr;
   ibv_mr* dataMr_ = nullptr;
   ibv_mr* controlMr_ = nullptr;
