@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/kernels/host_device.h"
+
 namespace loom {
 
 // Sources: a ring step reduces its own input with at most a few peers' data; a tree node
@@ -25,6 +27,16 @@ enum class ReduceOpKind : int {
   kCount
 };
 inline constexpr int kNumReduceOps = static_cast<int>(ReduceOpKind::kCount);
+
+// The ops that change a value outside the reduction itself: PreMulSum multiplies each input
+// (its pre-op), SumPostDiv divides the result (its post-op). reduce_ops.h checks these against
+// each op's kHasPreOp and kHasPostOp.
+LOOM_HOST_DEVICE constexpr bool reduceOpHasPreOp(ReduceOpKind op) {
+  return op == ReduceOpKind::kPreMulSum;
+}
+LOOM_HOST_DEVICE constexpr bool reduceOpHasPostOp(ReduceOpKind op) {
+  return op == ReduceOpKind::kSumPostDiv;
+}
 
 // The op's scalar: the PreMulSum factor or the SumPostDiv divisor. Floating-point types read
 // `f`, converted once to the accumulator type (float for 16- and 8-bit floats); integer types

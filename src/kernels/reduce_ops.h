@@ -205,5 +205,12 @@ struct FuncSumPostDiv : FuncBase<T> {
   }
 };
 
+// reduceOpHasPreOp and reduceOpHasPostOp (reduce_copy_args.h) name the same ops as the traits.
+#define LOOM_REDUCE_OP(kind, Func, name)                                              \
+  static_assert(reduceOpHasPreOp(ReduceOpKind::kind) == Func<float>::kHasPreOp &&     \
+                    reduceOpHasPostOp(ReduceOpKind::kind) == Func<float>::kHasPostOp, \
+                "reduceOpHasPreOp / reduceOpHasPostOp disagree with " name "'s traits");
+#include "src/kernels/reduce_op_table.def"
+
 }  // namespace LOOM_ISA_NAMESPACE
 }  // namespace loom

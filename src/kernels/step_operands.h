@@ -31,6 +31,19 @@ struct StepBuffers {
   int nslots = 0;
 };
 
+// Whether a step of a reduction changes the values it moves: it folds sources together, or
+// the op's pre-op applies (to an input that does not carry it yet) or its post-op (on a step
+// that produces final values). Any other step moves bytes unchanged, whatever the op, and
+// executors copy them as bytes: on the CPU a large memcpy writes whole lines without first
+// reading them, which saves a round trip per line where the line sits in a peer's cache (a
+// send slot the peer read last), where a reduction's vector stores pay it.
+LOOM_HOST_DEVICE inline bool stepAppliesOp(algo::Prim prim, bool final, bool inputHasPreOp,
+                                           ReduceOpKind op) {
+  return algo::primReduces(prim) ||
+         (algo::primReadsInput(prim) && !inputHasPreOp && reduceOpHasPreOp(op)) ||
+         (final && reduceOpHasPostOp(op));
+}
+
 // Fills args' sources, destinations, pre-op bits and post-op flag for `prim`; the caller sets
 // count, scalar and streamStores.
 LOOM_HOST_DEVICE inline void stepOperands(algo::Prim prim, bool final, const StepBuffers& b,

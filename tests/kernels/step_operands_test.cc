@@ -88,5 +88,28 @@ TEST(StepOperands, CopiesAndSends) {
   EXPECT_EQ(args.dst[0], f.output);
 }
 
+TEST(StepAppliesOp, OnlyFoldsAndTheOpsOwnPreAndPostOpsChangeBits) {
+  // Folding sources changes bits whatever the op.
+  for (ReduceOpKind op : {ReduceOpKind::kSum, ReduceOpKind::kMax, ReduceOpKind::kPreMulSum,
+                          ReduceOpKind::kSumPostDiv}) {
+    EXPECT_TRUE(stepAppliesOp(Prim::kRecvReduceSend, false, false, op));
+    EXPECT_TRUE(stepAppliesOp(Prim::kRecvReduceCopy, false, true, op));
+  }
+  // A ring's first send and an out-of-place copy move the input as it is: byte copies, unless
+  // PreMulSum still has to multiply it.
+  for (Prim p : {Prim::kSend, Prim::kCopySend, Prim::kCopy}) {
+    EXPECT_FALSE(stepAppliesOp(p, false, false, ReduceOpKind::kSum));
+    EXPECT_FALSE(stepAppliesOp(p, false, false, ReduceOpKind::kProd));
+    EXPECT_FALSE(stepAppliesOp(p, false, false, ReduceOpKind::kSumPostDiv));
+    EXPECT_TRUE(stepAppliesOp(p, false, false, ReduceOpKind::kPreMulSum));
+    EXPECT_FALSE(stepAppliesOp(p, false, true, ReduceOpKind::kPreMulSum));  // already applied
+  }
+  // Received results are copied as they are, except where a final step still divides.
+  EXPECT_FALSE(stepAppliesOp(Prim::kRecv, false, false, ReduceOpKind::kSumPostDiv));
+  EXPECT_FALSE(stepAppliesOp(Prim::kRecvCopySend, false, false, ReduceOpKind::kPreMulSum));
+  EXPECT_TRUE(stepAppliesOp(Prim::kRecv, true, false, ReduceOpKind::kSumPostDiv));
+  EXPECT_FALSE(stepAppliesOp(Prim::kRecv, true, false, ReduceOpKind::kMin));
+}
+
 }  // namespace
 }  // namespace loom

@@ -205,7 +205,7 @@ bool PrimTask::runStep(const void* const* received) {
   // copy sends its input rather than the copy it just wrote: the same bytes, but lines the
   // peer can read without taking them out of this core's cache first.
   const bool opApplies =
-      isReduction_ && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
+      isReduction_ && stepAppliesOp(s.prim, s.final, inputHasPreOp_, op_->reduce);
   // Slots to fill: a link that posts the data by address (direct) fills none.
   void* fill[kMaxTaskPeers];
   const transport::StepMemory* direct[kMaxTaskPeers];

@@ -145,6 +145,7 @@ bool buildLaunch(std::vector<CollOp>& ops, HostLaunch& out, std::string* why) {
     call.signature = collSignature(op);
     call.elemSize = static_cast<uint32_t>(dataTypeSize(op.type));
     call.isReduction = isReduction(op.kind);
+    call.reduce = op.reduce;
     out.calls.push_back(call);
     out.ops.push_back(&op);
     if (!addPlan(op, static_cast<int>(out.calls.size()) - 1, plan, out, lastUser, why))

@@ -30,6 +30,7 @@ struct DeviceCall {
   uint32_t signature = 0;  // collSignature: stamped on every slot, checked on receipt
   uint32_t elemSize = 1;
   bool isReduction = false;
+  ReduceOpKind reduce = ReduceOpKind::kSum;
 };
 
 // One connection of a task: a Simple ring, or an LL ring with the side's own step counter

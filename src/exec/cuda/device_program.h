@@ -342,7 +342,7 @@ LOOM_HOST_DEVICE inline bool prepareStep(Ctx& ctx, const DeviceLaunch& launch, i
   sh.args.scalar = call.scalar;
   const bool reduces = call.isReduction && !task.copiesOnly;
   const bool opApplies =
-      reduces && (algo::primReduces(s.prim) || algo::primReadsInput(s.prim) || s.final);
+      reduces && stepAppliesOp(s.prim, s.final, task.inputFromOutput, call.reduce);
   sh.copy = sh.args.nsrc == 1 && !opApplies;
   sh.bytes = bytes;
   // A copy of a buffer every send link reads itself goes by address: the slots (the last
