@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "src/kernels/reduce_copy_args.h"
 #include "src/kernels/reduce_ops.h"
 
@@ -55,6 +57,11 @@ inline namespace LOOM_ISA_NAMESPACE {
 // is folded in, so each source byte is read from memory once and each output written once.
 inline constexpr size_t kReduceTile = 512;
 
+// Bytes of the first destination written before they are copied to the others (a peer's send
+// slot, say) in one memcpy: long runs of stores into lines another core holds go faster than a
+// tile's worth at a time between the reduction's reads.
+inline constexpr size_t kCopyBlock = 16 * 1024;
+
 // acc[j] = op(acc[j], pre(src[j])) over one tile.
 template <typename T, typename Op, bool kPre>
 LOOM_INLINE void accumulateTile(const Op& op, const unsigned char* src, AccT<T>* acc,
@@ -70,6 +77,21 @@ LOOM_INLINE void accumulateTile(const Op& op, const unsigned char* src, AccT<T>*
   }
 }
 
+// dst = op(a, b) over one tile of a type that is its own accumulator, straight from memory to
+// memory. A destination may be exactly a or b (in place): element j is read before it is
+// written and no other element depends on it, which is what ivdep tells the compiler.
+template <typename T, typename Op>
+LOOM_INLINE void reducePairTile(const Op& op, const unsigned char* a, const unsigned char* b,
+                                unsigned char* dst, size_t n) {
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#elif defined(__GNUC__)
+#pragma GCC ivdep
+#endif
+  for (size_t j = 0; j < n; ++j)
+    storeAt<T>(dst, j, fromAcc<T>(op(toAcc(loadAt<T>(a, j)), toAcc(loadAt<T>(b, j)))));
+}
+
 // The CPU primitive. Arguments are validated by the dispatcher (reduce_copy.cc): this code
 // runs in per-ISA files and must not call anything that could be emitted out of line.
 template <typename T, typename Op>
@@ -78,42 +100,63 @@ void reduceCopy(const ReduceCopyArgs& args) {
   const Op op(args.scalar);
   alignas(64) Acc acc[kReduceTile];
   alignas(64) Acc scratch[kHasTileConvert<T> ? kReduceTile : 1];
+  // Two sources that need neither pre- nor post-op (every step of a sum, min, max or product
+  // over float, double or integers) skip the accumulator tile: one pass, no L1 round trip.
+  bool pair = false;
+  if constexpr (std::is_same_v<Acc, T>) {
+    pair = args.nsrc == 2 && !args.streamStores &&
+           !(Op::kHasPreOp && (args.preOpOnSource & 3u) != 0) && !(Op::kHasPostOp && args.postOp);
+  }
+  const auto* dst0 = static_cast<unsigned char*>(args.dst[0]);
+  size_t copied = 0;  // elements already in every destination, not only the first
   for (size_t base = 0; base < args.count; base += kReduceTile) {
     const size_t n = args.count - base < kReduceTile ? args.count - base : kReduceTile;
     const size_t offset = base * sizeof(T);
-    loadTile<T>(static_cast<const unsigned char*>(args.src[0]) + offset, acc, n);
-    if constexpr (Op::kHasPreOp) {
-      if (args.preOpOnSource & 1u) {
-        for (size_t j = 0; j < n; ++j) acc[j] = op.preOp(acc[j]);
+    if (pair) {
+      reducePairTile<T>(op, static_cast<const unsigned char*>(args.src[0]) + offset,
+                        static_cast<const unsigned char*>(args.src[1]) + offset,
+                        static_cast<unsigned char*>(args.dst[0]) + offset, n);
+    } else {
+      loadTile<T>(static_cast<const unsigned char*>(args.src[0]) + offset, acc, n);
+      if constexpr (Op::kHasPreOp) {
+        if (args.preOpOnSource & 1u) {
+          for (size_t j = 0; j < n; ++j) acc[j] = op.preOp(acc[j]);
+        }
       }
-    }
-    for (int s = 1; s < args.nsrc; ++s) {
-      const unsigned char* src = static_cast<const unsigned char*>(args.src[s]) + offset;
-      if (Op::kHasPreOp && ((args.preOpOnSource >> s) & 1u)) {
-        accumulateTile<T, Op, Op::kHasPreOp>(op, src, acc, scratch, n);
-      } else {
-        accumulateTile<T, Op, false>(op, src, acc, scratch, n);
+      for (int s = 1; s < args.nsrc; ++s) {
+        const unsigned char* src = static_cast<const unsigned char*>(args.src[s]) + offset;
+        if (Op::kHasPreOp && ((args.preOpOnSource >> s) & 1u)) {
+          accumulateTile<T, Op, Op::kHasPreOp>(op, src, acc, scratch, n);
+        } else {
+          accumulateTile<T, Op, false>(op, src, acc, scratch, n);
+        }
       }
-    }
-    if constexpr (Op::kHasPostOp) {
-      if (args.postOp) {
-        for (size_t j = 0; j < n; ++j) acc[j] = op.postOp(acc[j]);
+      if constexpr (Op::kHasPostOp) {
+        if (args.postOp) {
+          for (size_t j = 0; j < n; ++j) acc[j] = op.postOp(acc[j]);
+        }
       }
+      // Every source of this tile has been read, so a destination equal to a source is safe.
+      if (args.streamStores) {
+        // Converted in L1 first, then streamed out to every destination.
+        alignas(64) unsigned char staged[kReduceTile * sizeof(T)];
+        storeTile<T>(acc, staged, n);
+        for (int d = 0; d < args.ndst; ++d)
+          streamBytes(static_cast<unsigned char*>(args.dst[d]) + offset, staged, n * sizeof(T));
+        continue;
+      }
+      storeTile<T>(acc, static_cast<unsigned char*>(args.dst[0]) + offset, n);
     }
-    // Every source of this tile has been read, so a destination equal to a source is safe.
-    if (args.streamStores) {
-      // Converted in L1 first, then streamed out to every destination.
-      alignas(64) unsigned char staged[kReduceTile * sizeof(T)];
-      storeTile<T>(acc, staged, n);
-      for (int d = 0; d < args.ndst; ++d)
-        streamBytes(static_cast<unsigned char*>(args.dst[d]) + offset, staged, n * sizeof(T));
-      continue;
-    }
-    unsigned char* dst0 = static_cast<unsigned char*>(args.dst[0]) + offset;
-    storeTile<T>(acc, dst0, n);
-    for (int d = 1; d < args.ndst; ++d) {
-      unsigned char* dst = static_cast<unsigned char*>(args.dst[d]) + offset;
-      if (dst != dst0) memcpy(dst, dst0, n * sizeof(T));
+    // The other destinations copy the first a block at a time. A destination equal to a
+    // source gets the block only after every source of the block has been read.
+    const size_t end = base + n;
+    if (args.ndst > 1 && (end - copied >= kCopyBlock / sizeof(T) || end == args.count)) {
+      const size_t from = copied * sizeof(T), bytes = (end - copied) * sizeof(T);
+      for (int d = 1; d < args.ndst; ++d) {
+        unsigned char* dst = static_cast<unsigned char*>(args.dst[d]) + from;
+        if (dst != dst0 + from) memcpy(dst, dst0 + from, bytes);
+      }
+      copied = end;
     }
   }
   if (args.streamStores) streamFence();

@@ -1,6 +1,7 @@
 // reduceCopy against an independent reference, for every type x op, on every CPU ISA variant
 // this machine runs: nsrc {1,2,3,8} x ndst {1,2} x count {0,1,7,31} x layout (aligned, one
-// element off, one byte off, in place), plus a large odd count.
+// element off, one byte off, in place on the first or the last destination), plus large odd
+// counts of two and three sources.
 //
 // The data make every result exact and independent of the order of reduction: small
 // integers (sums and products stay exact in float), factors and divisors that are powers of
@@ -21,9 +22,12 @@ namespace {
 
 using test::GuardedBuffer;
 
-enum class Layout { kAligned, kElementOffset, kByteOffset, kInPlace };
+// kInPlace: the first destination is the first source (an in-place step's output).
+// kLastInPlace: the last destination is the last source, so it is written only after the
+// other destinations are (reduceCopy copies them from the first a block at a time).
+enum class Layout { kAligned, kElementOffset, kByteOffset, kInPlace, kLastInPlace };
 constexpr Layout kLayouts[] = {Layout::kAligned, Layout::kElementOffset, Layout::kByteOffset,
-                               Layout::kInPlace};
+                               Layout::kInPlace, Layout::kLastInPlace};
 const char* layoutName(Layout l) {
   switch (l) {
     case Layout::kAligned:
@@ -34,6 +38,8 @@ const char* layoutName(Layout l) {
       return "byte-offset";
     case Layout::kInPlace:
       return "in-place";
+    case Layout::kLastInPlace:
+      return "last-in-place";
   }
   return "?";
 }
@@ -161,6 +167,7 @@ void runCase(ReduceOpKind op, int nsrc, int ndst, size_t count, Layout layout, u
   for (int s = 0; s < nsrc; ++s) args.src[s] = src[s].data();
   for (int d = 0; d < ndst; ++d) args.dst[d] = dst[d].data();
   if (layout == Layout::kInPlace) args.dst[0] = src[0].data();
+  if (layout == Layout::kLastInPlace) args.dst[ndst - 1] = src[nsrc - 1].data();
   args.scalar = op == ReduceOpKind::kSumPostDiv ? kDivScalar : kFloatScalar;
   args.preOpOnSource = preMask;
   args.postOp = true;
@@ -204,6 +211,12 @@ TEST_P(ReduceCopyExactTest, MatchesReferenceOnEveryIsa) {
       SCOPED_TRACE(testing::Message() << cpuIsaName(isa) << " large count");
       runCase<T>(op, 3, 2, 1000003, Layout::kByteOffset, 99);
       if (HasFatalFailure()) return;
+      // Two sources (the direct path for ops without pre- or post-op), over many copy blocks.
+      for (Layout layout : {Layout::kAligned, Layout::kInPlace, Layout::kLastInPlace}) {
+        SCOPED_TRACE(testing::Message() << "two sources, " << layoutName(layout));
+        runCase<T>(op, 2, 3, 100003, layout, 100);
+        if (HasFatalFailure()) return;
+      }
     }
   });
 }
