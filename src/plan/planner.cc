@@ -47,20 +47,31 @@ size_t exchangePieceElements(size_t sliceCount, size_t elemSize, size_t align) {
   return chunkElements(std::min(half, kExchangeMaxPieceBytes), elemSize, align);
 }
 
-// A chain (Broadcast, Reduce) passes a piece on only once all of it has arrived, so a call in
-// one piece keeps every rank but one waiting: the root writes all of it, then the next rank
-// reads it. A slot (LOOM_BUFFSIZE / 8, 2 MiB) holds a medium call whole, so between processes
-// that share memory a slice goes in up to kChainPieces pieces of at least 64 KiB, and the next
-// rank reads one piece while the one before writes the next. Larger slices keep slot-sized
-// pieces. Over TCP a piece is more system calls, and threads read each other's buffers in one
-// copy, so there the slot decides alone. So it does with more ranks than CPUs: a rank then
-// waits for the next to be scheduled at every hand-over, and pieces only add hand-overs
-// (3 and 4 processes on 2 CPUs, Broadcast 1 MiB: 0.8x).
-constexpr size_t kChainPieces = 8;
-constexpr size_t kChainMinPieceBytes = size_t{64} << 10;
+// Pieces of chains and ring AllReduce. A step is passed on only once all of it has arrived,
+// and a slot (LOOM_BUFFSIZE / 8, 2 MiB) holds a medium call's step whole:
+//   - a chain (Broadcast, Reduce) in one piece keeps every rank but one waiting: the root
+//     writes all of it, then the next rank reads it;
+//   - a ring AllReduce's steps of 512 KiB (1 MiB at 2 ranks) cycle through 4 MiB of slots
+//     per direction, more than a core's L2, so the peer reads lines back from L3.
+// So between processes that share memory, a chain's slice, or each rank's share of a ring
+// AllReduce's slice, goes in kPieces pieces: the next rank reads one piece while the one
+// before writes the next, and the slots in use stay in L2. A piece holds at least 64 KiB
+// (chain) or 128 KiB (ring), and a share that makes fewer than kMinPieces goes whole: fewer
+// pieces measured slower (2 processes, AllReduce 512 KiB in two 128 KiB pieces: 0.9x). Calls
+// from kPiecesBelow bytes keep slot-sized pieces. Over TCP a piece is more system calls, and
+// threads read each other's buffers in one copy, so there the slot decides alone. So it does
+// with more ranks than CPUs: a rank then waits for the next to be scheduled at every hand-over,
+// and pieces only add hand-overs (3 and 4 processes on 2 CPUs, Broadcast 1 MiB: 0.8x).
+constexpr size_t kPieces = 8;
+constexpr size_t kMinPieces = 4;
+constexpr size_t kMinPieceBytes = size_t{64} << 10;
+constexpr size_t kMinRingPieceBytes = size_t{128} << 10;
+constexpr size_t kPiecesBelow = size_t{16} << 20;
 
-size_t chainPieceElements(size_t sliceCount, size_t elemSize, size_t align) {
-  const size_t piece = std::max(kChainMinPieceBytes, sliceCount * elemSize / kChainPieces);
+size_t pieceElements(size_t sliceCount, size_t elemSize, size_t align, size_t minPieceBytes) {
+  const size_t bytes = sliceCount * elemSize;
+  if (bytes < kMinPieces * minPieceBytes) return SIZE_MAX;
+  const size_t piece = std::max(minPieceBytes, bytes / kPieces);
   return chunkElements(piece, elemSize, align);
 }
 
@@ -282,6 +293,18 @@ struct Planner {
     return chunkElements(std::min(conn->slotBytes(), commonSlotBytes()), elem, align);
   }
 
+  // The chunk of a ring AllReduce (`ways` = ranks: each loop moves that many chunks) or of a
+  // chain (`ways` = 1), cut into pieces where pieces pay (kPieces).
+  size_t piecesBetweenProcesses(size_t chunk, algo::Range slice, int ways) const {
+    const PlannerState& state = plannerState(c);
+    if (!state.processesShareMemory() || state.oversubscribed() ||
+        slice.count * elem >= kPiecesBelow)
+      return chunk;
+    const size_t minPiece = ways > 1 ? kMinRingPieceBytes : kMinPieceBytes;
+    return std::min(chunk,
+                    pieceElements(slice.count / static_cast<size_t>(ways), elem, align, minPiece));
+  }
+
   void ring(Algorithm algorithm) {
     const int n = c.nranks(), me = c.rank();
     const int* order = c.ringOrder().data();
@@ -296,8 +319,9 @@ struct Planner {
       algo::Range slice = algo::channelSlice(op.count, c.channels(), ch, align);
       switch (op.kind) {
         case CollKind::kAllReduce:
-          add(algo::ringAllReduceProgram(n, pos, slice, chunk, align), ringLinks(next, prev, ch),
-              label);
+          add(algo::ringAllReduceProgram(n, pos, slice, piecesBetweenProcesses(chunk, slice, n),
+                                         align),
+              ringLinks(next, prev, ch), label);
           break;
         case CollKind::kAllGather: {
           bool inPlace = static_cast<const char*>(op.sendbuff) ==
@@ -314,11 +338,8 @@ struct Planner {
           auto coll = op.kind == CollKind::kBroadcast ? algo::ChainColl::kBroadcast
                                                       : algo::ChainColl::kReduce;
           algo::ChainPeers peers = algo::chainPeers(coll, order, n, op.root, me);
-          const PlannerState& state = plannerState(c);
-          const size_t piece = state.processesShareMemory() && !state.oversubscribed()
-                                   ? std::min(chunk, chainPieceElements(slice.count, elem, align))
-                                   : chunk;
-          add(algo::chainProgram(coll, order, n, op.root, me, slice, piece,
+          add(algo::chainProgram(coll, order, n, op.root, me, slice,
+                                 piecesBetweenProcesses(chunk, slice, 1),
                                  op.sendbuff == op.recvbuff),
               ringLinks(peers.sendTo, peers.recvFrom, ch), label);
         }
