@@ -177,6 +177,25 @@ TEST(PullPolicy, SmallCallsAndFixedModesAreNotMeasured) {
   EXPECT_LT(n.group, 0);
 }
 
+TEST(PullPolicy, MoreRanksThanCpusPullsLargeBroadcastAndAllGatherOnly) {
+  PullPolicy p = PullPolicy::fromEnv(true, false, 2 << 20);
+  for (CollKind copy : {CollKind::kBroadcast, CollKind::kAllGather}) {
+    const PullPolicy::Ticket t = p.decide(copy, 1 << 20);
+    EXPECT_TRUE(t.pull);
+    EXPECT_LT(t.group, 0);  // a fixed rule: nothing timed
+    EXPECT_TRUE(p.decide(copy, PullPolicy::kCopiesPullMinBytes).pull);
+    EXPECT_FALSE(p.decide(copy, PullPolicy::kCopiesPullMinBytes - 1).pull);
+  }
+  for (CollKind reduction : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kReduce})
+    EXPECT_FALSE(p.decide(reduction, 16 << 20).pull);
+  EXPECT_FALSE(p.pullsAlways());  // groups do not pull
+  // Only network links: nothing to pull, whatever the CPUs.
+  EXPECT_FALSE(PullPolicy::fromEnv(true, true, 2 << 20).decide(CollKind::kBroadcast, 1 << 20).pull);
+  // LOOM_SHM_CMA_MODE=always still pulls everything.
+  test::ScopedEnv always("LOOM_SHM_CMA_MODE", "always");
+  EXPECT_TRUE(PullPolicy::fromEnv(true, false, 2 << 20).decide(CollKind::kAllReduce, 1 << 20).pull);
+}
+
 TEST(PullPolicyErrors, UnknownModeFailsInit) {
   test::ScopedEnv env("LOOM_SHM_CMA_MODE", "sometimes");
   loomComm_t comms[2] = {};

@@ -19,8 +19,8 @@ PullPolicy PullPolicy::fromEnv(bool oversubscribed, bool networkOnly, size_t slo
                envString(EnvVar::LOOM_SHM_CMA_MODE),
                "' is not a mode; use auto or always (LOOM_SHM_CMA_THRESHOLD=0 turns CMA off)");
   const size_t threshold = transport::pullThreshold();
-  if (threshold == 0 || networkOnly || (oversubscribed && mode == "auto"))
-    return PullPolicy(Mode::kNever, 0, 0);
+  if (threshold == 0 || networkOnly) return PullPolicy(Mode::kNever, 0, 0);
+  if (oversubscribed && mode == "auto") return PullPolicy(Mode::kCopies, threshold, 0);
   return PullPolicy(mode == "always" ? Mode::kAlways : Mode::kAuto, threshold,
                     slotBytes * transport::kSlots);
 }
@@ -32,6 +32,11 @@ uint32_t PullPolicy::ringColdCalls(size_t bytesPerRank) const {
 }
 
 PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
+  if (mode_ == Mode::kCopies) {
+    const bool copies = kind == CollKind::kBroadcast || kind == CollKind::kAllGather;
+    return Ticket{copies && bytesPerRank >= std::max(minStepBytes_, kCopiesPullMinBytes), -1, 0,
+                  false};
+  }
   if (mode_ != Mode::kAuto || bytesPerRank < minStepBytes_)
     return Ticket{mode_ == Mode::kAlways, -1, 0, false};
   int sizeClass = 0;
