@@ -128,6 +128,18 @@ TEST(PullPolicy, AChangeOfStateFlipsTheChoiceAndOneSlowCallDoesNot) {
   EXPECT_EQ(run(p, 100, 20000, 9000), 100);
 }
 
+// The other way takes over only when it is faster by more than kSwitchMargin (15%).
+TEST(PullPolicy, TheOtherWayTakesOverOnlyWhenClearlyFaster) {
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
+  EXPECT_EQ(run(p, 100, 5000, 9000), 6);  // the ring is chosen
+  // The ring slows to 10 us: pulling at 9 us is 10% faster, inside the margin, so only the
+  // burst at call 256 pulls.
+  EXPECT_EQ(run(p, 400, 10000, 9000), 3);
+  // At 8 us pulling is 20% faster: it takes over at the burst at call 512 and keeps it.
+  EXPECT_EQ(run(p, 12, 10000, 8000), 0);  // calls 500-511
+  EXPECT_EQ(run(p, 100, 10000, 8000), 100);
+}
+
 // A way's time is its latest run's. The ring's two counted warm-up calls are slow (a size's
 // first calls run cold either way), then it is the faster: its burst at 32 shows that, and the
 // group takes the ring from call 35. A mean over all its calls would have kept it above the

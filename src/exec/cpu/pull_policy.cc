@@ -50,7 +50,7 @@ PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
   if (call < ringWarmup + kPullWarmup) {
     pull = call >= ringWarmup;
   } else {
-    const bool pullFaster = g.meanNs[1] < g.meanNs[0];
+    const bool pullFaster = g.preferred >= 0 ? g.preferred == 1 : g.meanNs[1] < g.meanNs[0];
     pull = exploresOn(call) ? !pullFaster : pullFaster;
   }
   const bool counts = call >= g.ringCold && g.lastWay == static_cast<int8_t>(pull);
@@ -84,7 +84,13 @@ void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
     g.meanNs[way] = m + (ns - m) / std::min<uint32_t>(n, 16);
   }
   if (g.meanNs[0] == 0 || g.meanNs[1] == 0) return;
-  const int8_t preferred = g.meanNs[1] < g.meanNs[0] ? 1 : 0;
+  int8_t preferred = g.meanNs[1] < g.meanNs[0] ? 1 : 0;
+  // The other way takes over only when it is faster by kSwitchMargin: its time comes from a
+  // burst of two calls, the chosen way's from a longer run, and a burst that lands on a quiet
+  // moment of a noisy machine must not flip a choice the two ways nearly tie on.
+  if (g.preferred >= 0 && preferred != g.preferred &&
+      g.meanNs[preferred] > g.meanNs[g.preferred] * (1 - kSwitchMargin))
+    preferred = g.preferred;
   if (preferred == g.preferred) return;
   g.preferred = preferred;
   // LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=TUNING shows the choices (a flapping one only at first).
