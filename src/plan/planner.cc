@@ -61,7 +61,8 @@ size_t exchangePieceElements(size_t sliceCount, size_t elemSize, size_t align) {
 // from kPiecesBelow bytes keep slot-sized pieces. Over TCP a piece is more system calls, and
 // threads read each other's buffers in one copy, so there the slot decides alone. So it does
 // with more ranks than CPUs: a rank then waits for the next to be scheduled at every hand-over,
-// and pieces only add hand-overs (3 and 4 processes on 2 CPUs, Broadcast 1 MiB: 0.8x).
+// and pieces only add hand-overs (3 and 4 processes on 2 CPUs, Broadcast 1 MiB: 0.8x). CUDA
+// ranks keep slot-sized pieces too: these figures are the CPU executor's.
 constexpr size_t kPieces = 8;
 constexpr size_t kMinPieces = 4;
 constexpr size_t kMinPieceBytes = size_t{64} << 10;
@@ -297,7 +298,7 @@ struct Planner {
   // chain (`ways` = 1), cut into pieces where pieces pay (kPieces).
   size_t piecesBetweenProcesses(size_t chunk, algo::Range slice, int ways) const {
     const PlannerState& state = plannerState(c);
-    if (!state.processesShareMemory() || state.oversubscribed() ||
+    if (!state.processesShareMemory() || !state.cpuRanksOnly() || state.oversubscribed() ||
         slice.count * elem >= kPiecesBelow)
       return chunk;
     const size_t minPiece = ways > 1 ? kMinRingPieceBytes : kMinPieceBytes;

@@ -135,6 +135,8 @@ PlannerState::PlannerState(const Comm& comm)
   const bool oneProcess = std::all_of(infos.begin(), infos.end(),
                                       [&](const RankInfo& r) { return r.pid == infos[0].pid; });
   processesShareMemory_ = nranks_ >= 2 && layout_.nodes() == 1 && !networkOnly_ && !oneProcess;
+  cpuRanksOnly_ = std::all_of(infos.begin(), infos.end(),
+                              [](const RankInfo& r) { return r.device == LOOM_DEVICE_CPU; });
   if (envIsSet(EnvVar::LOOM_TREE_THRESHOLD)) treeThreshold_ = envInt(EnvVar::LOOM_TREE_THRESHOLD);
   if (envIsSet(EnvVar::LOOM_LL_THRESHOLD)) llThreshold_ = envInt(EnvVar::LOOM_LL_THRESHOLD);
   LOOM_ENFORCE(treeThreshold_ >= -1 && llThreshold_ >= -1, InvalidArgument,

@@ -51,6 +51,8 @@ class PlannerState final : public CommLayerState {
   // to cut a step into pieces that pipeline (planner.cc's exchange). Threads of one process
   // read each other's buffers in one copy instead, and pieces only add hand-overs there.
   bool processesShareMemory() const { return processesShareMemory_; }
+  // Every rank of the communicator runs on the CPU (no CUDA rank): the same on every rank.
+  bool cpuRanksOnly() const { return cpuRanksOnly_; }
 
  private:
   PlanChoice decide(CollKind kind, size_t bytes) const;
@@ -82,6 +84,7 @@ class PlannerState final : public CommLayerState {
   int doublingSteps_ = 0;
   bool networkOnly_ = false;
   bool processesShareMemory_ = false;
+  bool cpuRanksOnly_ = false;
   bool oversubscribed_ = false;
   // LOOM_STREAM_STORE_THRESHOLD. A slot of a large call is read by the peer after it left the
   // writer's L2, and a line served from another core's cache can be slower than one from
