@@ -21,7 +21,8 @@
 //        host_limits --lines        the per-line costs perf/model/medium_model reads: the round
 //                                   trip, and what one 64-byte line costs to read when the other
 //                                   process just wrote it, to write when the other process just
-//                                   read it, and to copy inside one core's cache, as
+//                                   read it, to memcpy into and out of such lines, to reduce
+//                                   them, and to copy inside one core's cache, as
 //                                   "name value" lines
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -163,53 +164,92 @@ double quickRoundTrip() {
 }
 
 // Data lines between the two processes, per 64-byte line, for a buffer of `bytes` in shared
-// memory: the parent writes all of it (its lines were last read by the child, so every store
-// first takes the line back from the child's cache), then the child reads all of it (every
-// line comes from the parent's cache, dirty), in turns, 21 rounds; medians. Also a memcpy of
-// the same bytes inside the parent's cache (both buffers warm), per line.
+// memory, in turns, 40 rounds; medians. Each round has four turns:
+//   0. write: the parent stores one word per line (its lines were last read by the child, so
+//      every store first takes the line back from the child's cache);
+//   1. read: the child loads one word per line (every line comes from the parent's cache,
+//      dirty);
+//   2. memcpy in: the parent memcpy's a warm buffer of its own into those lines. This is how
+//      loom fills a peer's slot (byte-copy steps, and the reduction's block copies);
+//   3. in even rounds memcpy out: the child memcpy's the lines into a buffer of its own, as a
+//      step that receives a copy does; in odd rounds reduce: the child sums the lines (float)
+//      with a warm buffer of its own into a third, as a step that receives and reduces does.
+//      (Both in one round, the second after another memcpy in, timed the second 2-3x slower
+//      at 64 KiB whichever it was: each is timed right after the lines were written.)
+// Also a memcpy of the same bytes inside the parent's cache (both buffers warm).
+void sumInto(float* __restrict out, const float* __restrict a, const float* __restrict b,
+             size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
 void dataLines(size_t bytes) {
-  constexpr int kRounds = 21;
+  constexpr int kRounds = 40;
+  constexpr int kTurns = 4;
   const size_t lineCount = bytes / 64;
   auto* shared = static_cast<char*>(
       mmap(nullptr, bytes + 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) die("mmap");
-  auto* turn = reinterpret_cast<Line*>(shared);  // 2r: parent writes round r; 2r+1: child reads
-  auto* childTimes = reinterpret_cast<double*>(shared + 64);  // kRounds of them
+  auto* turn = reinterpret_cast<Line*>(shared);
+  auto* childTimes = reinterpret_cast<double*>(shared + 64);  // 2 x kRounds of them
   auto* data = reinterpret_cast<uint64_t*>(shared + 4096);
   const size_t words = bytes / sizeof(uint64_t);
-  std::vector<double> writes, reads, copies;
+  auto awaitTurn = [&](int t) {
+    while (turn->value.load(std::memory_order_acquire) != t) {
+    }
+  };
+  auto pass = [&](int t) { turn->value.store(t, std::memory_order_release); };
+  std::vector<double> writes, copiesIn, copies;
   withChild(
       [&] {
+        std::vector<float> mine(bytes / sizeof(float), 1.0f), out(bytes / sizeof(float));
+        const auto* peer = reinterpret_cast<const float*>(data);
         uint64_t sum = 0;
         for (int r = 0; r < kRounds; ++r) {
-          while (turn->value.load(std::memory_order_acquire) != 2 * r + 1) {
-          }
-          const auto t0 = Clock::now();
+          double* times = childTimes + 2 * r;
+          awaitTurn(kTurns * r + 1);
+          auto t0 = Clock::now();
           for (size_t w = 0; w < words; w += 8) sum += data[w];  // one load per line
-          childTimes[r] = secondsSince(t0);
-          turn->value.store(2 * r + 2, std::memory_order_release);
+          times[0] = secondsSince(t0);
+          pass(kTurns * r + 2);
+          awaitTurn(kTurns * r + 3);
+          t0 = Clock::now();
+          if (r % 2 == 0) {
+            memcpy(out.data(), data, bytes);
+          } else {
+            sumInto(out.data(), peer, mine.data(), out.size());
+          }
+          times[1] = secondsSince(t0);
+          sum += static_cast<uint64_t>(out[static_cast<size_t>(r)]);
+          pass(kTurns * r + 4);
         }
         asm volatile("" : : "r"(sum));  // keeps the loads
       },
       [&] {
         std::vector<char> a(bytes, 1), b(bytes, 2);
         for (int r = 0; r < kRounds; ++r) {
-          while (turn->value.load(std::memory_order_acquire) != 2 * r) {
-          }
-          const auto t0 = Clock::now();
+          awaitTurn(kTurns * r);
+          auto t0 = Clock::now();
           for (size_t w = 0; w < words; w += 8) data[w] = static_cast<uint64_t>(r) + w;
           writes.push_back(secondsSince(t0));
-          turn->value.store(2 * r + 1, std::memory_order_release);
-          const auto t1 = Clock::now();
+          pass(kTurns * r + 1);
+          t0 = Clock::now();
           memcpy(b.data(), a.data(), bytes);
-          copies.push_back(secondsSince(t1));
+          copies.push_back(secondsSince(t0));
           a[static_cast<size_t>(r) * 64 % bytes] = b[bytes - 1];  // keeps every copy
+          awaitTurn(kTurns * r + 2);
+          t0 = Clock::now();
+          memcpy(data, a.data(), bytes);
+          copiesIn.push_back(secondsSince(t0));
+          pass(kTurns * r + 3);
         }
-        while (turn->value.load(std::memory_order_acquire) != 2 * kRounds) {
-        }
+        awaitTurn(kTurns * kRounds);
         return 0.0;
       });
-  for (int r = 0; r < kRounds; ++r) reads.push_back(childTimes[r]);
+  std::vector<double> reads, copiesOut, reduces;
+  for (int r = 0; r < kRounds; ++r) {
+    reads.push_back(childTimes[2 * r]);
+    (r % 2 == 0 ? copiesOut : reduces).push_back(childTimes[2 * r + 1]);
+  }
   auto perLine = [&](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2] * 1e9 / static_cast<double>(lineCount);
@@ -217,6 +257,9 @@ void dataLines(size_t bytes) {
   const unsigned kib = static_cast<unsigned>(bytes >> 10);
   printf("line_read_from_peer_ns_%uk %.2f\n", kib, perLine(reads));
   printf("line_write_after_peer_ns_%uk %.2f\n", kib, perLine(writes));
+  printf("line_memcpy_to_peer_ns_%uk %.2f\n", kib, perLine(copiesIn));
+  printf("line_memcpy_from_peer_ns_%uk %.2f\n", kib, perLine(copiesOut));
+  printf("line_reduce_from_peer_ns_%uk %.2f\n", kib, perLine(reduces));
   printf("line_copy_local_ns_%uk %.2f\n", kib, perLine(copies));
   munmap(shared, bytes + 4096);
 }
