@@ -79,6 +79,26 @@ if(Python3_FOUND)
     "one copy from another process \\(process_vm_readv of 1 MiB, 4 KiB pages\\): [0-9.]+ GB/s")
   set_tests_properties(perf_smoke_host_limits PROPERTIES TIMEOUT 120
     PASS_REGULAR_EXPRESSION "${loom_host_limits_tail}")
+  # The per-line costs perf/model/medium_model reads: every kind at every size.
+  add_test(NAME perf_smoke_host_limits_lines COMMAND $<TARGET_FILE:host_limits> --lines)
+  string(CONCAT loom_host_lines_tail
+    "line_read_from_peer_ns_2048k [0-9.]+[\r\n]+line_write_after_peer_ns_2048k [0-9.]+[\r\n]+"
+    "line_memcpy_to_peer_ns_2048k [0-9.]+[\r\n]+line_memcpy_from_peer_ns_2048k [0-9.]+[\r\n]+"
+    "line_reduce_from_peer_ns_2048k [0-9.]+[\r\n]+line_copy_local_ns_2048k [0-9.]+[\r\n]+"
+    "cache_line_round_trip_after_ns [0-9]+")
+  set_tests_properties(perf_smoke_host_limits_lines PROPERTIES TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "${loom_host_lines_tail}")
+  # The model's pricing on fixed constants and runs: a 2-rank AllReduce of 1 MiB, priced by
+  # hand in tests/perf/model_fixture/README.md (loom 162.4 us, Intel MPI 118.3). The ring's
+  # 4 pieces assume a CPU per rank, as the planner's do.
+  add_test(NAME perf_model_predict
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
+      --sizes 1M --runs ${CMAKE_CURRENT_LIST_DIR}/model_fixture/runs.csv
+      --constants ${CMAKE_CURRENT_LIST_DIR}/model_fixture/lines.json)
+  set_tests_properties(perf_model_predict PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION
+      "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      118\\.3     150\\.0 \\[ 1\\]  -21% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0"
+    FAIL_REGULAR_EXPRESSION "Traceback")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)
