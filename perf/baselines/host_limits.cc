@@ -163,6 +163,12 @@ double quickRoundTrip() {
   return batches[batches.size() / 2];
 }
 
+// out = a + b, vectorised: the reduction a receiving step does.
+void sumInto(float* __restrict out, const float* __restrict a, const float* __restrict b,
+             size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
 // Data lines between the two processes, per 64-byte line, for a buffer of `bytes` in shared
 // memory, in turns, 40 rounds; medians. Each round has four turns:
 //   0. write: the parent stores one word per line (its lines were last read by the child, so
@@ -177,11 +183,6 @@ double quickRoundTrip() {
 //      (Both in one round, the second after another memcpy in, timed the second 2-3x slower
 //      at 64 KiB whichever it was: each is timed right after the lines were written.)
 // Also a memcpy of the same bytes inside the parent's cache (both buffers warm).
-void sumInto(float* __restrict out, const float* __restrict a, const float* __restrict b,
-             size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
 void dataLines(size_t bytes) {
   constexpr int kRounds = 40;
   constexpr int kTurns = 4;

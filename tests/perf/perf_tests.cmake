@@ -89,11 +89,11 @@ if(Python3_FOUND)
   set_tests_properties(perf_smoke_host_limits_lines PROPERTIES TIMEOUT 120
     PASS_REGULAR_EXPRESSION "${loom_host_lines_tail}")
   # The model's pricing on fixed constants and runs: a 2-rank AllReduce of 1 MiB, priced by
-  # hand in tests/perf/model_fixture/README.md (loom 162.4 us, Intel MPI 118.3). The ring's
-  # 4 pieces assume a CPU per rank, as the planner's do.
+  # hand in tests/perf/model_fixture/README.md (loom 162.4 us, Intel MPI 118.3). The fixture's
+  # host has 2 CPUs, a CPU per rank, so the ring goes in 4 pieces, as the planner cuts them.
   add_test(NAME perf_model_predict
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
-      --sizes 1M --runs ${CMAKE_CURRENT_LIST_DIR}/model_fixture/runs.csv
+      --cpus 2 --sizes 1M --runs ${CMAKE_CURRENT_LIST_DIR}/model_fixture/runs.csv
       --constants ${CMAKE_CURRENT_LIST_DIR}/model_fixture/lines.json)
   set_tests_properties(perf_model_predict PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION
