@@ -188,22 +188,22 @@ void runNow(std::vector<PendingOp>& pending) {
 
 // One call outside a group, the latency-critical case: on the NULL stream, its flight-record
 // entry was made running when it was issued; on a host stream, when its item started.
-void runOneNow(CollOp&& op) {
-  // The executor lets go of the op's reference before the call is recorded as finished, and
-  // a loomCommAbort on another thread may drop the registry's meanwhile.
-  const std::shared_ptr<Comm> comm = op.comm;
+// `op` keeps its communicator alive until the call is recorded as finished (a loomCommAbort on
+// another thread may drop the registry's reference meanwhile): the executor leaves it in place.
+void runOneNow(CollOp& op) {
+  Comm& comm = *op.comm;
   const uint64_t seq = op.seq;
   try {
     readLateScalar(op);
-    executorOf(*comm).runOne(std::move(op));
+    executorOf(comm).runOne(op);
   } catch (const Error& e) {
-    finishRecord(*comm, seq, e.code());
+    finishRecord(comm, seq, e.code());
     throw;
   } catch (...) {
-    finishRecord(*comm, seq, loomInternalError);
+    finishRecord(comm, seq, loomInternalError);
     throw;
   }
-  finishRecord(*comm, seq, loomSuccess);
+  finishRecord(comm, seq, loomSuccess);
 }
 
 loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedOp_t userOp,
@@ -245,14 +245,14 @@ loomResult_t submit(const char* function, loomComm_t handle, CollOp op, loomRedO
       return loomSuccess;
     }
     if (!hostStreams || stream == nullptr) {
-      runOneNow(std::move(op));
+      runOneNow(op);
       return loomSuccess;
     }
     // One call on a host stream: one item that owns the op. Small calls are dominated by
     // this path, so it allocates only the item (runNow's per-stream maps cost more).
     stream->enqueue([op = std::move(op)]() mutable {
       op.comm->flightRecorder().start(op.seq);
-      runOneNow(std::move(op));
+      runOneNow(op);
     });
     return loomSuccess;
   });

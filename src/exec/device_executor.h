@@ -29,8 +29,10 @@ class Executor : public CommLayerState {
   // Runs a call, or those of a group that belong to communicators of this device, to
   // completion on the calling thread.
   virtual void run(std::vector<CollOp>& ops) = 0;
-  // One call outside a group on the NULL stream: the latency-critical case.
-  virtual void runOne(CollOp&& op) = 0;
+  // One call outside a group on the NULL stream: the latency-critical case. The op stays the
+  // caller's, and with it the reference that keeps its communicator alive until the caller
+  // has recorded the call's end: the executor copies what it keeps.
+  virtual void runOne(CollOp& op) = 0;
   // The CPU executor whose code runs this communicator's plans: itself, or the one a CUDA
   // executor runs wire calls with under the simulated runtime; nullptr for one that runs none.
   virtual CpuExecutor* hostExecutor() { return nullptr; }

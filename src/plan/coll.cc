@@ -1,7 +1,5 @@
 #include "src/plan/coll.h"
 
-#include <limits>
-
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/device.h"
@@ -107,8 +105,9 @@ void validateCollOp(const CollOp& op, loomRedOp_t userOp) {
   // Whole-buffer sizes must fit in size_t.
   const size_t elem = dataTypeSize(op.type);
   const size_t blocks = blocksPerBuffer(op);
-  LOOM_ENFORCE(op.count <= std::numeric_limits<size_t>::max() / elem / blocks, InvalidArgument,
-               name, ": count ", op.count, " makes the buffers larger than memory can be");
+  size_t largest = 0;  // a multiply, where a bound by division costs two divides every call
+  LOOM_ENFORCE(!__builtin_mul_overflow(op.count, elem * blocks, &largest), InvalidArgument, name,
+               ": count ", op.count, " makes the buffers larger than memory can be");
   if (op.count == 0) return;
   bool needSend = op.kind != CollKind::kRecv && !(op.kind == CollKind::kBroadcast && me != op.root);
   bool needRecv = op.kind != CollKind::kSend && !(op.kind == CollKind::kReduce && me != op.root);

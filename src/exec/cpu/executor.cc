@@ -378,7 +378,7 @@ CpuExecutor::CpuExecutor(const Comm& comm)
                                       plannerState(comm).slotBytes())),
       streamMinBytes_(plannerState(comm).streamStoreMinBytes()) {}
 
-void CpuExecutor::runOne(CollOp&& op) {
+void CpuExecutor::runOne(CollOp& op) {
   if (runExchangeNow(op)) return;
   // No allocation once warm (the per-thread list keeps its capacity).
   thread_local std::vector<CollOp> one;
@@ -386,7 +386,7 @@ void CpuExecutor::runOne(CollOp&& op) {
     std::vector<CollOp>& ops;
     ~Clear() { ops.clear(); }
   } clear{one};
-  one.push_back(std::move(op));
+  one.push_back(op);
   runOps(one);
 }
 

@@ -73,7 +73,7 @@ class CpuExecutor final : public Executor {
   bool hostStreams() const override { return true; }
   CpuExecutor* hostExecutor() override { return this; }
   void run(std::vector<CollOp>& ops) override { runOps(ops); }
-  void runOne(CollOp&& op) override;
+  void runOne(CollOp& op) override;
   void quiesce() override;
   void resume() override;
   void drain() override;

@@ -206,9 +206,9 @@ void CudaExecutor::run(std::vector<CollOp>& ops) {
   ops.clear();
 }
 
-void CudaExecutor::runOne(CollOp&& op) {
+void CudaExecutor::runOne(CollOp& op) {
   std::vector<CollOp> one;
-  one.push_back(std::move(op));
+  one.push_back(op);
   enqueue(std::move(one));
 }
 

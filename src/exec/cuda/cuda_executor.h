@@ -53,7 +53,7 @@ class CudaExecutor final : public Executor {
   const char* device() const override { return "cuda"; }
   bool hostStreams() const override { return false; }
   void run(std::vector<CollOp>& ops) override;
-  void runOne(CollOp&& op) override;
+  void runOne(CollOp& op) override;
   void quiesce() override;
   void resume() override;
   void drain() override;
