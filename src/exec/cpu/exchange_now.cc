@@ -48,6 +48,9 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
   plan.protocol = op.protocol;
   plan.inPlace = op.sendbuff == op.recvbuff;
   plan.bytes = op.count * dataTypeSize(op.type);
+  Comm* comm = op.comm.get();
+  plan.timeout = callTimeout(std::span(&comm, 1));
+  plan.oversubscribed = plannerState(*comm).oversubscribed();
   plan.valid = true;
   for (size_t i = 0; i < plan.tasks.size(); ++i) {
     const size_t steps = algo::stepCount(planned.tasks[i].program);
@@ -77,9 +80,8 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
 // the executor's Backoff while nothing moves; then waits until every send has left.
 class CachedRun {
  public:
-  CachedRun(Comm& comm, const ExchangeNowPlan& plan)
-      : comm_(&comm), plan_(plan), timeout_(callTimeout(std::span(&comm_, 1))) {
-    backoff_.yieldAtOnce(plannerState(comm).oversubscribed());
+  CachedRun(Comm& comm, const ExchangeNowPlan& plan) : comm_(&comm), plan_(plan) {
+    backoff_.yieldAtOnce(plan.oversubscribed);
   }
 
   void run() {
@@ -130,8 +132,8 @@ class CachedRun {
   template <typename What, typename Arm>
   void idle(What&& what, Arm&& arm) {
     throwIfAborted(comm_->abortFlag(), "a collective");
-    if (timeout_.count() > 0 && backoff_.waited() > timeout_)
-      throwStalled(timeout_, "\n  " + what());
+    if (plan_.timeout.count() > 0 && backoff_.waited() > plan_.timeout)
+      throwStalled(plan_.timeout, "\n  " + what());
     if (backoff_.peerCheckDue()) {
       for (PrimTask* t : plan_.live) t->checkPeer();
       for (transport::SendConnection* s : plan_.sends)
@@ -142,7 +144,6 @@ class CachedRun {
 
   Comm* comm_;
   const ExchangeNowPlan& plan_;
-  std::chrono::milliseconds timeout_;
   Backoff backoff_;
 };
 

@@ -12,6 +12,7 @@
 // A training loop repeats a few shapes; the cache holds the last one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -37,6 +38,10 @@ struct ExchangeNowPlan {
   transport::Protocol protocol = transport::Protocol::kSimple;
   bool inPlace = false;
   size_t bytes = 0;  // count * the datatype's size
+  // The communicator's, read once with the plan: a call's own time is a few hundred
+  // nanoseconds, and each lookup on its way to the first post adds to it.
+  std::chrono::milliseconds timeout{0};  // callTimeout
+  bool oversubscribed = false;           // PlannerState::oversubscribed
   // Every task of the plan (gates point between them); a task keeps a pointer to the op of
   // the call it runs, set by restart for each call. Their steps call the datatype's and op's
   // reduceCopy kernel straight (PrimTask::setKernel): its checks hold by construction for
