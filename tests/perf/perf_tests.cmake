@@ -99,6 +99,16 @@ if(Python3_FOUND)
     PASS_REGULAR_EXPRESSION
       "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      118\\.3     150\\.0 \\[ 1\\]  -21% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0"
     FAIL_REGULAR_EXPRESSION "Traceback")
+  # The same call with both ranks on one CPU: every line at the 2 MiB turn's price (the CPU
+  # keeps 4 MiB in use), the data terms doubled (README: loom 378.2 us, Intel MPI 320.0).
+  add_test(NAME perf_model_predict_shared_cpu
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
+      --cpus 1 --sizes 1M --runs ${CMAKE_CURRENT_LIST_DIR}/model_fixture/runs.csv
+      --constants ${CMAKE_CURRENT_LIST_DIR}/model_fixture/lines.json)
+  set_tests_properties(perf_model_predict_shared_cpu PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION
+      "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      320\\.0     150\\.0 \\[ 1\\] \\+113% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0"
+    FAIL_REGULAR_EXPRESSION "Traceback")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)
