@@ -60,9 +60,13 @@ size_t exchangePieceElements(size_t sliceCount, size_t elemSize, size_t align) {
 // pieces measured slower (2 processes, AllReduce 512 KiB in two 128 KiB pieces: 0.9x). Calls
 // from kPiecesBelow bytes keep slot-sized pieces. Over TCP a piece is more system calls, and
 // threads read each other's buffers in one copy, so there the slot decides alone. So it does
-// with more ranks than CPUs: a rank then waits for the next to be scheduled at every hand-over,
-// and pieces only add hand-overs (3 and 4 processes on 2 CPUs, Broadcast 1 MiB: 0.8x). CUDA
-// ranks keep slot-sized pieces too: these figures are the CPU executor's.
+// with more ranks than CPUs, where a rank waits for the next to be scheduled at every
+// hand-over and pieces add hand-overs (3 and 4 processes on 2 CPUs, Reduce 256 KiB-4 MiB in
+// pieces: 0.67-1.03x), except for Broadcast: in one piece only one rank of its chain works at a
+// time, and with neighbours on different CPUs each hand-over moves the whole step between
+// cores (4 processes on 2 CPUs, Broadcast 1 MiB in one piece: 0.4x against pieces when the
+// chain alternates CPUs, 0.9-1.1x otherwise).
+// CUDA ranks keep slot-sized pieces too: these figures are the CPU executor's.
 constexpr size_t kPieces = 8;
 constexpr size_t kMinPieces = 4;
 constexpr size_t kMinPieceBytes = size_t{64} << 10;
@@ -298,7 +302,8 @@ struct Planner {
   // chain (`ways` = 1), cut into pieces where pieces pay (kPieces).
   size_t piecesBetweenProcesses(size_t chunk, algo::Range slice, int ways) const {
     const PlannerState& state = plannerState(c);
-    if (!state.processesShareMemory() || !state.cpuRanksOnly() || state.oversubscribed() ||
+    if (!state.processesShareMemory() || !state.cpuRanksOnly() ||
+        (state.oversubscribed() && op.kind != CollKind::kBroadcast) ||
         slice.count * elem >= kPiecesBelow)
       return chunk;
     const size_t minPiece = ways > 1 ? kMinRingPieceBytes : kMinPieceBytes;

@@ -31,12 +31,16 @@ using namespace loom::colltest;
 // Every type (and a few ops) of one collective at counts 1, 7, 4099, cycling placements.
 // AllReduce also at 50021 (prime): between 2 processes the exchange carries it in pieces (4 of
 // float32, 2 of 16-bit types, 1 of 8-bit ones, planner.cc), and from 3 ranks or 8-byte types
-// the ring does.
+// the ring does. Broadcast and Reduce also at 300007 (prime): at least 4 pieces of 64 KiB for
+// every type, so the chain goes in pieces between processes (planner.cc), with more ranks than
+// CPUs too.
 void collective(Kind kind, loomComm_t comm, int n, int rank) {
   const Op ops[] = {Op::kSum, Op::kAvg, Op::kMax, Op::kPreMulDev};
+  const bool chain = kind == Kind::kBroadcast || kind == Kind::kReduce;
   const std::vector<size_t> counts = kind == Kind::kAllReduce
                                          ? std::vector<size_t>{1, 7, 4099, 50021}
-                                         : std::vector<size_t>{1, 7, 4099};
+                                     : chain ? std::vector<size_t>{1, 7, 4099, 300007}
+                                             : std::vector<size_t>{1, 7, 4099};
   int index = 0;
   for (loomDataType_t t : allTypes()) {
     for (Op op : ops) {
