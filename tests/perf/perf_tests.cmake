@@ -88,27 +88,24 @@ if(Python3_FOUND)
     "cache_line_round_trip_after_ns [0-9]+")
   set_tests_properties(perf_smoke_host_limits_lines PROPERTIES TIMEOUT 120
     PASS_REGULAR_EXPRESSION "${loom_host_lines_tail}")
-  # The model's pricing on fixed constants and runs: a 2-rank AllReduce of 1 MiB, priced by
-  # hand in tests/perf/model_fixture/README.md (loom 162.4 us, Intel MPI 118.3). The fixture's
-  # host has 2 CPUs, a CPU per rank, so the ring goes in 4 pieces, as the planner cuts them.
-  add_test(NAME perf_model_predict
-    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
-      --cpus 2 --sizes 1M --runs ${CMAKE_CURRENT_LIST_DIR}/model_fixture/runs.csv
-      --constants ${CMAKE_CURRENT_LIST_DIR}/model_fixture/lines.json)
-  set_tests_properties(perf_model_predict PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION
-      "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      118\\.3     150\\.0 \\[ 1\\]  -21% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0"
-    FAIL_REGULAR_EXPRESSION "Traceback")
+  # The model's pricing on fixed constants and runs (tests/perf/model_fixture/README.md works
+  # each line out by hand): `cpus` is the fixture host's CPU count.
+  function(loom_model_predict_test name cpus expected)
+    add_test(NAME ${name}
+      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
+        --cpus ${cpus} --sizes 1M --runs ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/runs.csv
+        --constants ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/lines.json)
+    set_tests_properties(${name} PROPERTIES TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "${expected}" FAIL_REGULAR_EXPRESSION "Traceback")
+  endfunction()
+  # A 2-rank AllReduce of 1 MiB (loom 162.4 us, Intel MPI 118.3): a CPU per rank, so the ring
+  # goes in 4 pieces, as the planner cuts them.
+  loom_model_predict_test(perf_model_predict 2
+    "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      118\\.3     150\\.0 \\[ 1\\]  -21% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0")
   # The same call with both ranks on one CPU: every line at the 2 MiB turn's price (the CPU
-  # keeps 4 MiB in use), the data terms doubled (README: loom 378.2 us, Intel MPI 320.0).
-  add_test(NAME perf_model_predict_shared_cpu
-    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
-      --cpus 1 --sizes 1M --runs ${CMAKE_CURRENT_LIST_DIR}/model_fixture/runs.csv
-      --constants ${CMAKE_CURRENT_LIST_DIR}/model_fixture/lines.json)
-  set_tests_properties(perf_model_predict_shared_cpu PROPERTIES TIMEOUT 60
-    PASS_REGULAR_EXPRESSION
-      "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      320\\.0     150\\.0 \\[ 1\\] \\+113% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0"
-    FAIL_REGULAR_EXPRESSION "Traceback")
+  # keeps 4 MiB in use), the data terms doubled (loom 378.2 us, Intel MPI 320.0).
+  loom_model_predict_test(perf_model_predict_shared_cpu 1
+    "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      320\\.0     150\\.0 \\[ 1\\] \\+113% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)
