@@ -32,8 +32,8 @@ using namespace loom::colltest;
 // AllReduce also at 50021 (prime): between 2 processes the exchange carries it in pieces (4 of
 // float32, 2 of 16-bit types, 1 of 8-bit ones, planner.cc), and from 3 ranks or 8-byte types
 // the ring does. Broadcast and Reduce also at 300007 (prime): at least 4 pieces of 64 KiB for
-// every type, so the chain goes in pieces between processes (planner.cc), with more ranks than
-// CPUs too.
+// every type, so the chain goes in pieces between processes (planner.cc); Broadcast's does with
+// more ranks than CPUs too, where Reduce's goes whole.
 void collective(Kind kind, loomComm_t comm, int n, int rank) {
   const Op ops[] = {Op::kSum, Op::kAvg, Op::kMax, Op::kPreMulDev};
   const bool chain = kind == Kind::kBroadcast || kind == Kind::kReduce;
