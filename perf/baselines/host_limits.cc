@@ -22,8 +22,8 @@
 //                                   trip, and what one 64-byte line costs to read when the other
 //                                   process just wrote it, to write when the other process just
 //                                   read it, to memcpy into and out of such lines, to reduce
-//                                   them, and to copy inside one core's cache, as
-//                                   "name value" lines
+//                                   them, to copy inside one core's cache, and to pull
+//                                   another process's buffer with CMA, as "name value" lines
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -182,7 +182,11 @@ void sumInto(float* __restrict out, const float* __restrict a, const float* __re
 //      with a warm buffer of its own into a third, as a step that receives and reduces does.
 //      (Both in one round, the second after another memcpy in, timed the second 2-3x slower
 //      at 64 KiB whichever it was: each is timed right after the lines were written.)
-// Also a memcpy of the same bytes inside the parent's cache (both buffers warm).
+// Also a memcpy of the same bytes inside the parent's cache (both buffers warm), and, after
+// turn 2, the parent pulling the child's own warm buffer with process_vm_readv (CMA), as a
+// receiver pulls a peer's input or output by address (transports/shm/direct_read.h): one
+// kernel copy of clean lines that pins every page it reads. Not printed where CMA is refused
+// (ptrace restrictions).
 void dataLines(size_t bytes) {
   constexpr int kRounds = 40;
   constexpr int kTurns = 4;
@@ -192,6 +196,9 @@ void dataLines(size_t bytes) {
   if (shared == MAP_FAILED) die("mmap");
   auto* turn = reinterpret_cast<Line*>(shared);
   auto* childTimes = reinterpret_cast<double*>(shared + 64);  // 2 x kRounds of them
+  // The child's pid and the address of its own buffer, for the pull.
+  auto* childBuffer = reinterpret_cast<std::atomic<uintptr_t>*>(shared + 2048);
+  childBuffer[0].store(0);
   auto* data = reinterpret_cast<uint64_t*>(shared + 4096);
   const size_t words = bytes / sizeof(uint64_t);
   auto awaitTurn = [&](int t) {
@@ -199,10 +206,12 @@ void dataLines(size_t bytes) {
     }
   };
   auto pass = [&](int t) { turn->value.store(t, std::memory_order_release); };
-  std::vector<double> writes, copiesIn, copies;
+  std::vector<double> writes, copiesIn, copies, pulls;
   withChild(
       [&] {
         std::vector<float> mine(bytes / sizeof(float), 1.0f), out(bytes / sizeof(float));
+        childBuffer[1].store(static_cast<uintptr_t>(getpid()));
+        childBuffer[0].store(reinterpret_cast<uintptr_t>(mine.data()), std::memory_order_release);
         const auto* peer = reinterpret_cast<const float*>(data);
         uint64_t sum = 0;
         for (int r = 0; r < kRounds; ++r) {
@@ -227,6 +236,7 @@ void dataLines(size_t bytes) {
       },
       [&] {
         std::vector<char> a(bytes, 1), b(bytes, 2);
+        bool pullWorks = true;
         for (int r = 0; r < kRounds; ++r) {
           awaitTurn(kTurns * r);
           auto t0 = Clock::now();
@@ -241,9 +251,19 @@ void dataLines(size_t bytes) {
           t0 = Clock::now();
           memcpy(data, a.data(), bytes);
           copiesIn.push_back(secondsSince(t0));
+          const uintptr_t remote = childBuffer[0].load(std::memory_order_acquire);
+          if (pullWorks && remote != 0) {
+            iovec local{b.data(), bytes}, theirs{reinterpret_cast<void*>(remote), bytes};
+            const auto pid = static_cast<pid_t>(childBuffer[1].load());
+            t0 = Clock::now();
+            pullWorks =
+                process_vm_readv(pid, &local, 1, &theirs, 1, 0) == static_cast<ssize_t>(bytes);
+            if (pullWorks) pulls.push_back(secondsSince(t0));
+          }
           pass(kTurns * r + 3);
         }
         awaitTurn(kTurns * kRounds);
+        if (!pullWorks) pulls.clear();
         return 0.0;
       });
   std::vector<double> reads, copiesOut, reduces;
@@ -262,6 +282,7 @@ void dataLines(size_t bytes) {
   printf("line_memcpy_from_peer_ns_%uk %.2f\n", kib, perLine(copiesOut));
   printf("line_reduce_from_peer_ns_%uk %.2f\n", kib, perLine(reduces));
   printf("line_copy_local_ns_%uk %.2f\n", kib, perLine(copies));
+  if (!pulls.empty()) printf("line_cma_pull_ns_%uk %.2f\n", kib, perLine(pulls));
   munmap(shared, bytes + 4096);
 }
 
