@@ -107,6 +107,10 @@ if(Python3_FOUND)
   # keeps 4 MiB in use), the data terms doubled (loom 378.2 us, Intel MPI 320.0).
   loom_model_predict_test(perf_model_predict_shared_cpu 1
     "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      320\\.0     150\\.0 \\[ 1\\] \\+113% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0")
+  # A 2-rank AllGather of 1 MiB, a CPU per rank: the pull policy keeps the faster way, and
+  # pulling each block into the output (loom 41.5 us) is cheaper than the ring's two copies.
+  loom_model_predict_test(perf_model_predict_pulled 2
+    "all_gather  2    1M   far \\|      41\\.5     150\\.0 \\[ 1\\]  -72% \\|       52\\.7     150\\.0 \\[ 1\\]  -65% \\| call 0\\.5 sync 0\\.0 peer 24\\.6 local 16\\.4")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)
