@@ -70,6 +70,11 @@ struct TaskPlan {
   int inputPosition = -1;
   // Never posts the input by address (something of this rank overwrites it meanwhile).
   bool copyInput = false;
+  // A step this task sends to several peers, from a buffer none of them can read in place,
+  // is copied once into memory that every peer maps and posted from there to each: one copy
+  // for all peers, where filling each peer's slot takes one per peer. An executor without such
+  // memory fills the slots.
+  bool stagesSends = false;
 };
 
 struct Plan {

@@ -525,6 +525,40 @@ struct Planner {
     }
   }
 
+  // AllGather in one exchange (planner_state.cc says when): each rank sends its block
+  // straight to every other rank and receives every other block from its owner, where the ring
+  // hands each block along n - 1 ranks in a row. The send task stages its steps
+  // (TaskPlan::stagesSends): a block no peer can read in place is copied once into memory that
+  // every peer maps, not into n - 1 slots. Over the point-to-point connections, with a receive
+  // task per peer, so a block lands as soon as its owner posts it.
+  void gatherExchange() {
+    const int n = c.nranks(), me = c.rank();
+    LOOM_ENFORCE(op.kind == CollKind::kAllGather && n > 2, InternalError,
+                 "the exchange planned for a ", collName(op.kind), " of ", n, " ranks");
+    PlanLinks out;
+    out.key = p2pKey(op);
+    size_t chunk = SIZE_MAX;
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      out.addSend(p);
+      chunk = std::min(chunk, chunkFor(c.sendConnection(p, p2pKey(op))));
+    }
+    TaskLabel label = name;
+    label.algo = algorithmName(Algorithm::kExchange);
+    for (int r = 0; r < n; ++r) {
+      const size_t at = static_cast<size_t>(r) * op.count;
+      TaskLabel part = label;
+      if (r == me) {
+        part.part = "send to all";
+        task(add(algo::pipeProgram(Prim::kCopySend, 0, at, op.count, chunk, false), out, part))
+            .stagesSends = true;
+      } else {
+        part.fromRank = r;
+        add(algo::pipeProgram(Prim::kRecv, 0, at, op.count, chunk, false), p2pLinks(-1, r), part);
+      }
+    }
+  }
+
   void direct(size_t p2pChunkBytes) {
     const int n = c.nranks(), me = c.rank();
     const size_t chunk = chunkElements(p2pChunkBytes, elem, align);
@@ -584,7 +618,10 @@ void buildPlan(const CollOp& op, uint64_t number, Plan& plan) {
   } else if (a == Algorithm::kHier) {
     p.hier();
   } else if (a == Algorithm::kExchange) {
-    p.exchange();
+    if (op.kind == CollKind::kAllReduce)
+      p.exchange();
+    else
+      p.gatherExchange();
   } else if (a == Algorithm::kDoubling) {
     p.doubling();
   } else if (a == Algorithm::kDirect) {

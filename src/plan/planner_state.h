@@ -56,6 +56,7 @@ class PlannerState final : public CommLayerState {
 
  private:
   PlanChoice decide(CollKind kind, size_t bytes) const;
+  bool gathersInOneExchange(size_t bytes) const;
 
   int nranks_;
   tune::NodeLayout layout_;

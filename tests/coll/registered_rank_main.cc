@@ -12,6 +12,10 @@
 //                inside the region (registered); prints "steps partial <n>" / "steps inside <n>"
 //   refused      as collectives, after dropping to user nobody with rank 1 not dumpable: rank 0
 //                may not take rank 1's fds and must fall back to the ring
+//   staged       AllGather on plain heap buffers (no region), a small and a large count, in
+//                place and out of place; run with LOOM_ALGO=exchange, the large blocks are
+//                staged once into the sender's staging region and read from there; prints
+//                "steps staged <small|large> <n>"
 // Prints "ok" and exits 0 when every result is right; "skip <why>" and 0 when the scenario cannot
 // run here; else "fail <what>" and 1.
 #include <sys/mman.h>
@@ -162,6 +166,25 @@ void collectives(loomComm_t comm, int n, int rank) {
   check(loomMemFree(regions.recv), "loomMemFree", nullptr);
 }
 
+// AllGather between buffers outside any region: whatever arrives registered was staged.
+void staged(loomComm_t comm, int n, int rank) {
+  std::vector<char> send(kLargeCount * n * 8 + 8192), recv(send.size());
+  Regions plain{send.data(), recv.data(), send.size()};
+  const loomDataType_t types[] = {loomFloat32, loomFloat64, loomUint8};
+  uint32_t salt = 101;
+  for (size_t count : {kSmallCount, kLargeCount}) {
+    const uint64_t before = registeredSteps();
+    for (loomDataType_t t : types) {
+      for (bool inPlace : {false, true}) {
+        const size_t offset = salt % 3 == 0 ? typeInfo(t).size : 0;  // unaligned now and then
+        runCase(Kind::kAllGather, t, loomSum, count, inPlace, offset, plain, comm, n, rank, salt++);
+      }
+    }
+    std::printf("steps staged %s %llu\n", count == kSmallCount ? "small" : "large",
+                static_cast<unsigned long long>(registeredSteps() - before));
+  }
+}
+
 // Rank 0 sends to rank 1 in one step: first from a buffer only half inside a region (the ring),
 // then from inside the region (registered).
 void partial(loomComm_t comm, int rank) {
@@ -255,6 +278,8 @@ int main(int argc, char** argv) {
     collectives(comm, n, rank);
   } else if (scenario == "partial") {
     partial(comm, rank);
+  } else if (scenario == "staged") {
+    staged(comm, n, rank);
   } else {
     fail("unknown scenario " + scenario);
   }

@@ -171,6 +171,23 @@ TEST_P(RegisteredProcesses, TurnedOffEverythingGoesThroughTheRing) {
 INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredProcesses, ::testing::Values(2, 3),
                          [](const auto& info) { return strCat("n", info.param); });
 
+// AllGather in one exchange (LOOM_ALGO=exchange) on buffers outside any region: each rank copies
+// its large blocks once into its staging region and every peer reads them from there; small
+// ones go through the slots. Exact either way, and with staging turned off with the rest of
+// the registered path (LOOM_SHM_REGISTERED=0).
+TEST(RegisteredProcesses, AllGatherExchangeStagesLargeBlocksOnce) {
+  if (std::string why = pidfdGetfdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  for (int nranks : {3, 4}) {
+    Outcome o = runRanks("staged", nranks, {"LOOM_ALGO=exchange"});
+    for (int r = 0; r < nranks; ++r) {
+      EXPECT_GT(o.perRank[r]["staged large"], 0u) << "rank " << r << " of " << nranks;
+      EXPECT_EQ(o.perRank[r]["staged small"], 0u) << "rank " << r << " of " << nranks;
+    }
+    Outcome off = runRanks("staged", nranks, {"LOOM_ALGO=exchange", "LOOM_SHM_REGISTERED=0"});
+    EXPECT_EQ(off.steps["staged large"], 0u) << nranks << " ranks";
+  }
+}
+
 // A step whose buffer is only partly inside a region is copied through the ring.
 TEST(RegisteredProcesses, BufferPartlyInsideARegionGoesThroughTheRing) {
   if (std::string why = pidfdGetfdUnavailable(); !why.empty()) GTEST_SKIP() << why;

@@ -23,6 +23,7 @@ void bindPlan(const CollOp& op, const Plan& plan, std::vector<std::unique_ptr<Pr
     tasks.push_back(std::make_unique<PrimTask>(op, t.program, links, t.label, gate, t.input));
     if (t.inputPosition >= 0) tasks.back()->setInputPosition(t.inputPosition);
     if (t.copyInput) tasks.back()->setCopyInput();
+    if (t.stagesSends) tasks.back()->setStagesSends();
   }
 }
 

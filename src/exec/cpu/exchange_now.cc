@@ -151,7 +151,9 @@ class CachedRun {
 
 bool runExchangeNow(CollOp& op) {
   Comm& c = *op.comm;
-  if (op.algorithm != Algorithm::kExchange || op.count == 0 || c.nranks() == 1) return false;
+  if (op.algorithm != Algorithm::kExchange || op.kind != CollKind::kAllReduce || op.count == 0 ||
+      c.nranks() == 1)
+    return false;
   // Only alone: beside other runs the general path keeps the order on shared connections.
   CpuExecutor& executor = cpuExecutorOf(c);
   ProgressEngine& engine = executor.engine();

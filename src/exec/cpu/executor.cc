@@ -14,6 +14,7 @@
 #include "src/exec/cpu/exchange_now.h"
 #include "src/exec/cpu/progress_engine.h"
 #include "src/exec/cpu/pull_policy.h"
+#include "src/exec/cpu/staging.h"
 #include "src/exec/cpu/task_loop.h"
 #include "src/exec/host_stream.h"
 #include "src/kernels/datatype_traits.h"
@@ -326,7 +327,13 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
     const size_t index = static_cast<size_t>(&op - ops.data()), first = tasks.size();
     scratch.firstTask[index] = first;
     planOp(op, op.seq, tasks);
-    for (size_t t = first; t < tasks.size(); ++t) tasks[t]->setFlags(&flags[index]);
+    for (size_t t = first; t < tasks.size(); ++t) {
+      tasks[t]->setFlags(&flags[index]);
+      // A single call stages in its thread's region (staging.h); a group's calls would need one
+      // each, and fill slots instead.
+      if (tasks[t]->stagesSends() && ops.size() == 1 && op.count > 0)
+        flags[index].staging = threadStagingRegion(op.count * dataTypeSize(op.type));
+    }
     scratch.taskComm.resize(tasks.size(), op.comm.get());
   }
   scratch.locks.clear();

@@ -206,23 +206,38 @@ bool PrimTask::runStep(const void* const* received) {
   // peer can read without taking them out of this core's cache first.
   const bool opApplies =
       isReduction_ && stepAppliesOp(s.prim, s.final, inputHasPreOp_, op_->reduce);
-  // Slots to fill: a link that posts the data by address (direct) fills none.
-  void* fill[kMaxTaskPeers];
+  // Slots to fill: a link that posts the data by address (direct) fills none. One more
+  // destination after them: the staging copy, when a link takes it.
+  void* fill[kMaxTaskPeers + 1];
   const transport::StepMemory* direct[kMaxTaskPeers];
-  transport::StepMemory inStep, outStep;
+  transport::StepMemory inStep, outStep, stagedStep;
+  // A task that stages its sends copies a step that no peer reads in place into the staging
+  // region once, for every peer that maps it; it pulls nothing with CMA, since one copy that
+  // peers read as memory costs less than a system call per peer (4 processes on 2 CPUs).
+  const MemRegion* staging = stagesSends_ ? flags_->staging : nullptr;
+  if (staging != nullptr && (s.inOffset + s.count) * elemSize_ > staging->size) staging = nullptr;
+  const bool mayPull = flags_->mayPull && staging == nullptr;
+  bool staged = false;
   if (sends) {
     const bool inputGoes = directInput_ && (s.prim == algo::Prim::kSend ||
                                             (s.prim == algo::Prim::kCopySend && !opApplies));
     const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
-    if (inputGoes) inStep = {in, bytes, inputRegion_.find(in, bytes), flags_->mayPull};
-    if (outputGoes) outStep = {out, bytes, outputRegion_.find(out, bytes), flags_->mayPull};
+    if (inputGoes) inStep = {in, bytes, inputRegion_.find(in, bytes), mayPull};
+    if (outputGoes) outStep = {out, bytes, outputRegion_.find(out, bytes), mayPull};
+    if (staging != nullptr)
+      stagedStep = {reinterpret_cast<const char*>(staging->base) + s.inOffset * elemSize_, bytes,
+                    staging, false};
     for (int i = 0; i < nsend; ++i) {
       transport::SendConnection& link = *links_.send[i];
       direct[i] = nullptr;
-      if (inputGoes && link.acceptsStep(inStep))
+      if (inputGoes && link.acceptsStep(inStep)) {
         direct[i] = &inStep;
-      else if (outputGoes && link.acceptsStep(outStep))
+      } else if (outputGoes && link.acceptsStep(outStep)) {
         direct[i] = &outStep;
+      } else if (staging != nullptr && link.acceptsStep(stagedStep)) {
+        direct[i] = &stagedStep;
+        staged = true;
+      }
       void* slot = link.tryAcquire();
       if (slot == nullptr) {
         wait_ = Wait::kSlot;
@@ -240,8 +255,9 @@ bool PrimTask::runStep(const void* const* received) {
   buffers.received = received;
   buffers.nrecv = nrecv;
   buffers.output = out;
+  fill[nsend] = staged ? const_cast<void*>(stagedStep.data) : nullptr;
   buffers.slots = fill;
-  buffers.nslots = nsend;
+  buffers.nslots = nsend + 1;
   ReduceCopyArgs& args = args_;
   stepOperands(s.prim, s.final, buffers, args);
   args.count = s.count;

@@ -56,6 +56,9 @@ struct CpuCallFlags {
   // Steps write the output and the peers' slots with non-temporal stores: large calls
   // (LOOM_STREAM_STORE_THRESHOLD), whose data would only evict the caches.
   bool streamStores = false;
+  // Where a task that stages its sends (TaskPlan::stagesSends) copies them: a registered region
+  // of at least the call's input bytes, which peers map (staging.h); null: it fills slots.
+  const MemRegion* staging = nullptr;
 };
 
 class PrimTask {
@@ -107,6 +110,9 @@ class PrimTask {
   void setInputPosition(int index) { inputPosition_ = index; }
   // Never posts the input by address (something of this rank overwrites it meanwhile).
   void setCopyInput() { directInput_ = false; }
+  // Stages its sends (TaskPlan::stagesSends) where the call's flags give it a staging region.
+  void setStagesSends() { stagesSends_ = true; }
+  bool stagesSends() const { return stagesSends_; }
   // The CPU executor's choices for the task's call; read at every step, so a choice made as
   // the task registers (the pull policy's) still applies. Not set: neither.
   void setFlags(const CpuCallFlags* flags) { flags_ = flags; }
@@ -149,7 +155,8 @@ class PrimTask {
   bool inputHasPreOp_;
   bool isReduction_;
   uint32_t signature_;
-  bool directInput_;        // steps that send the input as it is may post its address
+  bool directInput_;  // steps that send the input as it is may post its address
+  bool stagesSends_ = false;
   int inputPosition_ = -1;  // -1: after the received data
   algo::Step current_;      // the step to run next, unless done_
   algo::StepCursor firstCursor_;
