@@ -111,6 +111,10 @@ if(Python3_FOUND)
   # pulling each block into the output (loom 41.5 us) is cheaper than the ring's two copies.
   loom_model_predict_test(perf_model_predict_pulled 2
     "all_gather  2    1M   far \\|      41\\.5     150\\.0 \\[ 1\\]  -72% \\|       52\\.7     150\\.0 \\[ 1\\]  -65% \\| call 0\\.5 sync 0\\.0 peer 24\\.6 local 16\\.4")
+  # A 4-rank AllGather of 1 MiB on 2 CPUs: one exchange with staged sends (loom 199.4 us,
+  # Intel MPI 215.5).
+  loom_model_predict_test(perf_model_predict_staged_exchange 2
+    "all_gather  4    1M   far \\|     199\\.4     150\\.0 \\[ 1\\]  \\+33% \\|      215\\.5     150\\.0 \\[ 1\\]  \\+44% \\| call 2\\.0 sync 0\\.8 peer 147\\.5 local 49\\.2")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)
