@@ -214,11 +214,11 @@ bool PrimTask::runStep(const void* const* received) {
   // A task that stages its sends copies a step that no peer reads in place into the staging
   // region once, for every peer that maps it; it pulls nothing with CMA, since one copy that
   // peers read as memory costs less than a system call per peer (4 processes on 2 CPUs).
-  const MemRegion* staging = stagesSends_ ? flags_->staging : nullptr;
-  if (staging != nullptr && (s.inOffset + s.count) * elemSize_ > staging->size) staging = nullptr;
-  const bool mayPull = flags_->mayPull && staging == nullptr;
   bool staged = false;
   if (sends) {
+    const MemRegion* staging = stagesSends_ ? flags_->staging : nullptr;
+    if (staging != nullptr && (s.inOffset + s.count) * elemSize_ > staging->size) staging = nullptr;
+    const bool mayPull = flags_->mayPull && staging == nullptr;
     const bool inputGoes = directInput_ && (s.prim == algo::Prim::kSend ||
                                             (s.prim == algo::Prim::kCopySend && !opApplies));
     const bool outputGoes = algo::primWritesOutput(s.prim) || s.prim == algo::Prim::kSendFromOutput;
@@ -246,6 +246,7 @@ bool PrimTask::runStep(const void* const* received) {
       }
       fill[i] = direct[i] ? nullptr : slot;
     }
+    fill[nsend] = staged ? const_cast<void*>(stagedStep.data) : nullptr;
   }
 
   StepBuffers buffers;
@@ -255,7 +256,6 @@ bool PrimTask::runStep(const void* const* received) {
   buffers.received = received;
   buffers.nrecv = nrecv;
   buffers.output = out;
-  fill[nsend] = staged ? const_cast<void*>(stagedStep.data) : nullptr;
   buffers.slots = fill;
   buffers.nslots = nsend + 1;
   ReduceCopyArgs& args = args_;
