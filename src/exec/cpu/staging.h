@@ -17,7 +17,8 @@
 namespace loom {
 
 // This thread's staging region, at least `bytes` (> 0) large. A larger request replaces the
-// region. Throws SystemError when the kernel refuses the memory.
+// region. Null when the kernel refuses the memory (logged at INFO; requests that large are not
+// tried again on this thread): the caller then fills each peer's slot.
 const MemRegion* threadStagingRegion(size_t bytes);
 
 }  // namespace loom
