@@ -65,7 +65,7 @@ constexpr size_t kMinStreamStoreBytes = size_t{4} << 20;
 
 constexpr uint64_t kBytesLimit = (uint64_t{1} << 48) - 2;  // larger calls skip the cache
 
-// AllGather in one exchange (planner.cc, fanOut) by default: between processes of one host
+// AllGather in one exchange (planner.cc, gatherExchange) by default: between processes of one host
 // with more ranks than CPUs, from 64 KiB to 16 MiB a rank. There every hand-over of the ring
 // waits for the next rank's turn on a CPU, n - 1 of them in a row, where the exchange needs
 // each rank's turn once; and each block is copied once into the sender's staging region, from
