@@ -550,8 +550,10 @@ struct Planner {
       TaskLabel part = label;
       if (r == me) {
         part.part = "send to all";
+        // Staging pays only where peers are other processes that map the region; threads of
+        // one process read this rank's buffer in place already.
         task(add(algo::pipeProgram(Prim::kCopySend, 0, at, op.count, chunk, false), out, part))
-            .stagesSends = true;
+            .stagesSends = plannerState(c).processesShareMemory();
       } else {
         part.fromRank = r;
         add(algo::pipeProgram(Prim::kRecv, 0, at, op.count, chunk, false), p2pLinks(-1, r), part);

@@ -12,6 +12,8 @@
 
 #include "src/comm/comm.h"
 #include "src/comm/comm_registry.h"
+#include "src/plan/plan.h"
+#include "src/plan/planner.h"
 #include "src/plan/planner_state.h"
 #include "tests/coll/coll_harness.h"
 #include "tests/test_util.h"
@@ -175,6 +177,34 @@ TEST(DefaultChoice, StreamStoresWhereTheCallOutgrowsTheCache) {
     ASSERT_TRUE(pair.ok());
     EXPECT_EQ(plannerState(*findComm(pair[0])).streamStoreMinBytes(), std::stoul(value));
   }
+}
+
+// AllGather's exchange stages its sends only between processes: threads of one process read
+// the sender's buffer in place, so a staging copy would be one copy too many.
+TEST(ForcedChoicesPlan, AllGatherExchangeStagesNothingBetweenThreads) {
+  test::ScopedEnv force("LOOM_ALGO", "exchange");
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 1 << 16;
+  CommSet comms(kRanks);
+  ASSERT_TRUE(comms.ok());
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1.0f));
+  std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount * kRanks));
+  test::runThreads(kRanks, [&](int r) {  // makes the connections the plan binds to
+    ASSERT_LOOM_OK(
+        loomAllGather(in[r].data(), out[r].data(), kCount, loomFloat32, comms[r], nullptr));
+  });
+  CollOp op;
+  op.kind = CollKind::kAllGather;
+  op.comm = findComm(comms[0]);
+  op.sendbuff = in[0].data();
+  op.recvbuff = out[0].data();
+  op.count = kCount;
+  choosePlan(op);
+  ASSERT_EQ(op.algorithm, Algorithm::kExchange);
+  Plan plan;
+  buildPlan(op, 1, plan);
+  ASSERT_EQ(plan.tasks.size(), size_t{kRanks});
+  for (const TaskPlan& t : plan.tasks) EXPECT_FALSE(t.stagesSends) << t.label.str();
 }
 
 // The communicator reads its overrides once, at init: a value it does not know fails init
