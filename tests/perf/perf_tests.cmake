@@ -99,14 +99,14 @@ if(Python3_FOUND)
     set_tests_properties(${name} PROPERTIES TIMEOUT 60
       PASS_REGULAR_EXPRESSION "${expected}" FAIL_REGULAR_EXPRESSION "Traceback")
   endfunction()
-  # A 2-rank AllReduce of 1 MiB (loom 162.4 us, Intel MPI 118.3): a CPU per rank, so the ring
+  # A 2-rank AllReduce of 1 MiB (loom 162.4 us, Intel MPI 113.6): a CPU per rank, so the ring
   # goes in 4 pieces, as the planner cuts them.
   loom_model_predict_test(perf_model_predict 2
-    "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      118\\.3     150\\.0 \\[ 1\\]  -21% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0")
+    "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      113\\.6     150\\.0 \\[ 1\\]  -24% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0")
   # The same call with both ranks on one CPU: every line at the 2 MiB turn's price (the CPU
-  # keeps 4 MiB in use), the data terms doubled (loom 378.2 us, Intel MPI 320.0).
+  # keeps 4 MiB in use), the data terms doubled (loom 378.2 us, Intel MPI 304.1).
   loom_model_predict_test(perf_model_predict_shared_cpu 1
-    "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      320\\.0     150\\.0 \\[ 1\\] \\+113% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0")
+    "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      304\\.1     150\\.0 \\[ 1\\] \\+103% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0")
   # A 2-rank AllGather of 1 MiB, a CPU per rank: the pull policy keeps the faster way, and
   # pulling each block into the output (loom 41.5 us) is cheaper than the ring's two copies.
   loom_model_predict_test(perf_model_predict_pulled 2
