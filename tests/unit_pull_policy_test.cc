@@ -2,9 +2,8 @@
 // first calls try both ways, then the faster way wins and the other is retried in bursts; the
 // first call after a change of way is not counted, nor the ring's calls before every slot was
 // written once; a way's time is that of its latest run of calls; a change of the machine's state
-// flips the choice; one slow call does not; small calls and groups of other sizes, collectives
-// or placement (in place or not) are counted apart; a bad LOOM_SHM_CMA_MODE fails communicator init
-// naming the variable.
+// flips the choice; one slow call does not; small calls and groups of other sizes or collectives
+// are counted apart; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -26,10 +25,10 @@ constexpr int kWarmup = 6;
 
 // Runs `calls` calls of one group, each taking ringNs or pullNs; returns how many pulled.
 int run(PullPolicy& p, int calls, uint64_t ringNs, uint64_t pullNs,
-        CollKind kind = CollKind::kAllGather, size_t bytes = 65536, bool inPlace = false) {
+        CollKind kind = CollKind::kAllGather, size_t bytes = 65536) {
   int pulled = 0;
   for (int i = 0; i < calls; ++i) {
-    const PullPolicy::Ticket t = p.decide(kind, bytes, inPlace);
+    const PullPolicy::Ticket t = p.decide(kind, bytes);
     pulled += t.pull;
     p.record(t, t.pull ? pullNs : ringNs);
   }
@@ -164,13 +163,6 @@ TEST(PullPolicy, GroupsAreCountedApart) {
     EXPECT_EQ(run(p, 99, 5000, 9000, kind, bytes), 6) << collName(kind) << " " << bytes;
   }
   EXPECT_EQ(run(p, 20, 9000, 5000), 20);  // calls 100-119 of AllGather 64 KiB
-  // The same collective and size in place: a group of its own, where the ring wins (in place,
-  // the input is dirty in the sender's cache), while the calls out of place keep pulling.
-  EXPECT_FALSE(p.decide(CollKind::kAllGather, 65536, true).pull);
-  EXPECT_EQ(run(p, 99, 5000, 9000, CollKind::kAllGather, 65536, true), 6);
-  EXPECT_NE(p.decide(CollKind::kAllGather, 65536, true).group,
-            p.decide(CollKind::kAllGather, 65536).group);
-  EXPECT_EQ(run(p, 20, 9000, 5000), 20);
   // Sizes in one power of two share a group: 65536 and 131071 bytes.
   EXPECT_EQ(p.decide(CollKind::kAllGather, 131071).group,
             p.decide(CollKind::kAllGather, 65536).group);

@@ -73,18 +73,6 @@ size_t largestBufferBytes(const CollOp& op) {
   return op.count * dataTypeSize(op.type) * blocksPerBuffer(op);
 }
 
-bool runsInPlace(const CollOp& op) {
-  if (op.sendbuff == nullptr || op.recvbuff == nullptr) return false;
-  const size_t bytes = op.count * dataTypeSize(op.type);
-  const size_t ranks = static_cast<size_t>(op.comm->nranks());
-  const bool inputPerRank = op.kind == CollKind::kReduceScatter || op.kind == CollKind::kAlltoAll;
-  const bool outputPerRank = op.kind == CollKind::kAllGather || op.kind == CollKind::kAlltoAll;
-  const auto in = reinterpret_cast<uintptr_t>(op.sendbuff);
-  const auto out = reinterpret_cast<uintptr_t>(op.recvbuff);
-  return in < out + (outputPerRank ? bytes * ranks : bytes) &&
-         out < in + (inputPerRank ? bytes * ranks : bytes);
-}
-
 void validateCollOp(const CollOp& op, loomRedOp_t userOp) {
   const char* name = collName(op.kind);
   Comm& c = *op.comm;

@@ -66,11 +66,6 @@ void validateCollOp(const CollOp& op, loomRedOp_t userOp);
 // ReduceScatter's input, both of AlltoAll's). Assumes validateCollOp passed (no overflow).
 size_t largestBufferBytes(const CollOp& op);
 
-// Whether the call runs in place: its input overlaps its output (AllReduce's one buffer,
-// AllGather's input as its block of the output, ReduceScatter's output inside its input).
-// False for a null buffer or no data.
-bool runsInPlace(const CollOp& op);
-
 // What every rank must agree on for a collective (kind, count, datatype, op, root), hashed to
 // 32 bits and stamped on every slot it sends; 0 for point-to-point, where only sizes must match.
 // Per-rank values (buffers, a PreMulSum's scalar) are left out.

@@ -207,42 +207,6 @@ TEST(ForcedChoicesPlan, AllGatherExchangeStagesNothingBetweenThreads) {
   for (const TaskPlan& t : plan.tasks) EXPECT_FALSE(t.stagesSends) << t.label.str();
 }
 
-// A call runs in place where its input overlaps its output: the same buffer, or AllGather's
-// input at its block of the output, or ReduceScatter's output at its block of the input.
-TEST(CollOpPlacement, InPlaceWhereTheInputOverlapsTheOutput) {
-  CommSet comms(3);
-  ASSERT_TRUE(comms.ok());
-  std::vector<float> a(300), b(300);
-  CollOp op;
-  op.comm = findComm(comms[1]);
-  op.count = 100;
-  const struct {
-    CollKind kind;
-    const float* in;
-    float* out;
-    bool inPlace;
-  } cases[] = {
-      {CollKind::kAllReduce, a.data(), a.data(), true},
-      {CollKind::kAllReduce, a.data(), b.data(), false},
-      {CollKind::kAllReduce, a.data() + 100, a.data(), false},  // adjacent, not overlapping
-      {CollKind::kAllGather, a.data() + 100, a.data(), true},   // rank 1's block
-      {CollKind::kAllGather, b.data(), a.data(), false},
-      {CollKind::kReduceScatter, a.data(), a.data() + 100, true},
-      {CollKind::kReduceScatter, a.data(), b.data(), false},
-      {CollKind::kBroadcast, a.data(), a.data(), true},
-  };
-  for (size_t i = 0; i < std::size(cases); ++i) {
-    op.kind = cases[i].kind;
-    op.sendbuff = cases[i].in;
-    op.recvbuff = cases[i].out;
-    EXPECT_EQ(runsInPlace(op), cases[i].inPlace) << "case " << i << ": " << collName(op.kind);
-  }
-  op.kind = CollKind::kAllReduce;
-  op.sendbuff = op.recvbuff = a.data();
-  op.count = 0;
-  EXPECT_FALSE(runsInPlace(op)) << "no data";
-}
-
 // The communicator reads its overrides once, at init: a value it does not know fails init
 // with a message naming the variable, not some later call.
 TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmFailsInit) {

@@ -280,8 +280,7 @@ struct PullChoice {
     PullChoice& p = *static_cast<PullChoice*>(self);
     CollOp& op = *p.op;
     PullPolicy& policy = cpuExecutorOf(*op.comm).pullPolicy();
-    // In place, the input is dirty in this core's cache, which changes what pulling costs.
-    p.ticket = policy.decide(op.kind, op.count * dataTypeSize(op.type), runsInPlace(op));
+    p.ticket = policy.decide(op.kind, op.count * dataTypeSize(op.type));
     if (!alone) {
       p.ticket.pull = policy.pullsAlways();
       p.ticket.group = -1;  // its time would be the other runs' too

@@ -13,11 +13,7 @@
 // which one it is in). So no fixed threshold is right in both; docs/performance.md ("Where the
 // time goes") has the figures.
 //
-// How. Calls are grouped by collective, size (powers of two of the bytes per rank) and whether
-// they run in place. In place, the input is what this rank just wrote (the previous call's
-// output, or the caller's), dirty in its core's cache, where a benchmark's out-of-place input
-// stays clean from call to call, so the two pull at different costs (2 processes, AllReduce
-// 512 KiB: pulled in place 105 us against 61 through the ring; out of place 72 and 71). A
+// How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
 // group's first calls try each way in turn (warmupCalls()); after that it takes the way whose
 // recent calls were faster (the other way must be faster by kSwitchMargin to take over from
 // the chosen one) and now and then (exploresOn) tries the other way again, so that a
@@ -119,7 +115,7 @@ class PullPolicy {
     uint32_t call = 0;    // the how-manieth of its group
     bool counts = false;  // whether record() takes its time (see ringColdCalls)
   };
-  Ticket decide(CollKind kind, size_t bytesPerRank, bool inPlace = false);
+  Ticket decide(CollKind kind, size_t bytesPerRank);
   bool pullsAlways() const { return mode_ == Mode::kAlways; }
   void record(const Ticket& t, uint64_t nanoseconds);
 
@@ -148,7 +144,7 @@ class PullPolicy {
   Mode mode_;
   size_t minStepBytes_;
   size_t ringBytes_;
-  std::array<Group, kKinds * 2 * kSizeClasses> groups_{};  // [kind][in place][size class]
+  std::array<Group, kKinds * kSizeClasses> groups_{};
 };
 
 }  // namespace loom
