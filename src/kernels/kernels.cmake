@@ -12,6 +12,7 @@
 set(loom_kernels_dir ${CMAKE_CURRENT_LIST_DIR})
 set(loom_kernels_cpu_flags -ffp-contract=off -ftree-vectorize -fvect-cost-model=dynamic)
 list(APPEND loom_sources
+  ${loom_kernels_dir}/cross_core_copy.cc
   ${loom_kernels_dir}/reduce_copy.cc
   ${loom_kernels_dir}/reduce_copy_generic.cc)
 set_source_files_properties(${loom_kernels_dir}/reduce_copy_generic.cc

@@ -1,6 +1,7 @@
-# Tests of the reduce/copy primitives (src/kernels): conversions, and reduceCopy on every CPU
-# ISA variant this machine runs. Included from tests/CMakeLists.txt.
+# Tests of the reduce/copy primitives (src/kernels): conversions, reduceCopy on every CPU ISA
+# variant this machine runs, and crossCoreCopy. Included from tests/CMakeLists.txt.
 add_executable(loom_kernel_tests
+  ${CMAKE_CURRENT_LIST_DIR}/cross_core_copy_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/ll_words_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/numeric_types_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce_copy_group_test.cc
