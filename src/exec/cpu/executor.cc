@@ -309,6 +309,7 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
   for (size_t i = 0; i < ops.size(); ++i) {
     CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
     flags[i].streamStores = executor.streamsStores(largestBufferBytes(ops[i]));
+    flags[i].crossCoreCopies = executor.crossCoreCopies();
     if (ops.size() > 1) flags[i].mayPull = executor.pullPolicy().pullsAlways();
   }
   bool anySelf = false;
@@ -383,7 +384,8 @@ CpuExecutor::CpuExecutor(const Comm& comm)
     : pullPolicy_(PullPolicy::fromEnv(plannerState(comm).oversubscribed(),
                                       plannerState(comm).networkOnly(),
                                       plannerState(comm).slotBytes())),
-      streamMinBytes_(plannerState(comm).streamStoreMinBytes()) {}
+      streamMinBytes_(plannerState(comm).streamStoreMinBytes()),
+      crossCoreCopies_(!plannerState(comm).oversubscribed()) {}
 
 void CpuExecutor::runOne(CollOp& op) {
   if (runExchangeNow(op)) return;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "src/base/error.h"
+#include "src/kernels/cross_core_copy.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
 #include "src/kernels/step_operands.h"
@@ -13,18 +14,55 @@ using algo::Prim;
 
 namespace {
 
+// Which copies of a step cross between cores (cross_core_copy.h): the source, when it is a
+// received slot, and each destination that is a slot a peer reads (bit d: args.dst[d]).
+struct Crossing {
+  bool source = false;
+  uint32_t destinations = 0;
+};
+
+// The slot of a connection's ring in host memory that `p` lies in, or -1: a step a peer
+// posted by address (its own buffer, a registered region) is not in one.
+int sharedSlotOf(const transport::ConnectionView* view, const void* p) {
+  if (view == nullptr || view->protocol != transport::Protocol::kSimple ||
+      view->memory != MemoryKind::kHost || view->simple.slots == nullptr)
+    return -1;
+  const transport::SimpleRingView& ring = view->simple;
+  const auto* at = static_cast<const uint8_t*>(p);
+  if (at < ring.slots || at >= ring.slots + size_t{ring.nslots} * ring.slotBytes) return -1;
+  return static_cast<int>(static_cast<size_t>(at - ring.slots) / ring.slotBytes);
+}
+
+// Whether a received step lies in a slot another core wrote: not one this rank pulled into its
+// slot with CMA (its sender posted it by address), which this core's kernel call wrote.
+bool receivedFromAnotherCore(const transport::ConnectionView* view, const void* p) {
+  const int slot = sharedSlotOf(view, p);
+  return slot >= 0 && view->simple.direct[slot] == 0;
+}
+
+void copyBytes(void* dst, const void* src, size_t bytes, bool crosses) {
+  if (crosses) {
+    crossCoreCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 // A pure copy to every destination, bit-exact: one read of the source. With several
 // destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
 // when the others read it, instead of reading the whole source once per destination.
 // With `stream`, every destination is written with non-temporal stores (streamCopy), each
-// from the source's tile, which the first one brought into cache.
-void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool stream) {
+// from the source's tile, which the first one brought into cache. Otherwise a copy that
+// `crossing` marks walks 8 pages at once (crossCoreCopy), the others go through memcpy.
+void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool stream,
+               Crossing crossing) {
   constexpr size_t kTile = 64 * 1024;
-  const void* first = nullptr;  // the destination that is not the source, read back per tile
+  int first = -1;  // the destination that is not the source, read back per tile
   for (int d = 0; d < ndst; ++d) {
-    if (dst[d] != src && first == nullptr) first = dst[d];
+    if (dst[d] != src && first < 0) first = d;
   }
-  if (first == nullptr) return;  // in place everywhere
+  if (first < 0) return;  // in place everywhere
+  const bool firstCrosses = crossing.source || (crossing.destinations >> first & 1) != 0;
   for (size_t off = 0; off < bytes; off += kTile) {
     const size_t n = bytes - off < kTile ? bytes - off : kTile;
     const char* from = static_cast<const char*>(src) + off;
@@ -33,10 +71,11 @@ void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool s
         if (dst[d] != src) streamCopy(static_cast<char*>(dst[d]) + off, from, n);
       continue;
     }
-    std::memcpy(static_cast<char*>(const_cast<void*>(first)) + off, from, n);
-    for (int d = 0; d < ndst; ++d) {
-      if (dst[d] == src || dst[d] == first) continue;
-      std::memcpy(static_cast<char*>(dst[d]) + off, static_cast<const char*>(first) + off, n);
+    const char* copied = static_cast<const char*>(dst[first]) + off;
+    copyBytes(static_cast<char*>(dst[first]) + off, from, n, firstCrosses);
+    for (int d = first + 1; d < ndst; ++d) {
+      if (dst[d] == src || dst[d] == dst[first]) continue;
+      copyBytes(static_cast<char*>(dst[d]) + off, copied, n, (crossing.destinations >> d & 1) != 0);
     }
   }
 }
@@ -267,7 +306,17 @@ bool PrimTask::runStep(const void* const* received) {
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     if (args.nsrc == 1 && !opApplies) {
-      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores);
+      Crossing crossing;
+      if (flags_->crossCoreCopies && bytes >= kCrossCoreBlockBytes) {
+        crossing.source = recvs && args.src[0] == received[0] &&
+                          receivedFromAnotherCore(links_.recv[0]->view(), received[0]);
+        for (int d = 0; d < args.ndst; ++d)
+          for (int i = 0; sends && i < nsend; ++i)
+            if (fill[i] != nullptr && args.dst[d] == fill[i] &&
+                sharedSlotOf(links_.send[i]->view(), fill[i]) >= 0)
+              crossing.destinations |= 1u << d;
+      }
+      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores, crossing);
     } else if (kernel_ != nullptr) {
       kernel_(args);
     } else {
