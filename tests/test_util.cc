@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <thread>
 
 extern char** environ;
@@ -180,16 +182,52 @@ ScopedEnv::~ScopedEnv() {
   }
 }
 
-int freePort() {
+namespace {
+
+// The lowest port the kernel hands out for bind(port 0) and for outgoing connections.
+int ephemeralPortLow() {
+  int low = 32768;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (fscanf(f, "%d", &low) != 1) low = 32768;
+    fclose(f);
+  }
+  return low;
+}
+
+// Binds loopback:port (0: the kernel picks) and releases it; the port bound, or -1.
+int bindAndRelease(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int bound = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    bound = ntohs(a.sin_port);
+  }
   close(fd);
-  return ntohs(a.sin_port);
+  return bound;
+}
+
+}  // namespace
+
+int freePort() {
+  // Below the ephemeral range: a port from inside it can be taken, between this check and the
+  // job's bind, by any process's listener on port 0 or outgoing connection (ctest runs tests side
+  // by side), and the rendezvous then fails with EADDRINUSE.
+  int low = ephemeralPortLow();
+  if (low > 20000 + 1000) {
+    std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<int> port(20000, low - 1);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      int p = bindAndRelease(port(pick));
+      if (p > 0) return p;
+    }
+  }
+  return bindAndRelease(0);
 }
 
 }  // namespace loom::test

@@ -56,7 +56,9 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// A free TCP port on loopback (bound then released: a small race is acceptable in tests).
+// A free TCP port on loopback, below the kernel's ephemeral range so no port-0 bind or outgoing
+// connection elsewhere takes it before the job binds it (two tests picking the same port at once
+// remains a small race).
 int freePort();
 
 // Runs `fn`, expects it to throw E (or a subclass), and returns the message; any other outcome

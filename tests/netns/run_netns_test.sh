@@ -74,7 +74,11 @@ done
 run_job() {
   local name=$1 extra=$2 binary=$3
   shift 3
-  local port=$((20000 + RANDOM % 20000))
+  # Below the namespace's ephemeral range, so no rank's port-0 listener or outgoing connection
+  # takes the root's port before rank 0 binds it.
+  local low
+  low=$(ip netns exec "${TAG}h0" cat /proc/sys/net/ipv4/ip_local_port_range | cut -f1)
+  local port=$((20000 + RANDOM % (${low:-32768} - 20000)))
   local commid="10.231.0.1:$port"
   local id
   id=$(LOOM_COMM_ID=$commid "$NETNS_RANK" id) || { echo "FAIL: no id"; return 1; }

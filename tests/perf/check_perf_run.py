@@ -10,6 +10,7 @@ exit (not a crash) with TEXT on stderr.
 import argparse
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -19,9 +20,22 @@ ROW_FIELDS = 13  # size count type redop root, then time algbw busbw #wrong twic
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range, so no port-0 listener or outgoing
+    connection of a test running beside this one takes it before rank 0 binds it."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    candidates = [random.randrange(20000, low) for _ in range(200)] if low > 21000 else []
+    for port in candidates + [0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free loopback port")
 
 
 def parse_table(text, fmt="nccl"):
