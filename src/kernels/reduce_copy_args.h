@@ -65,6 +65,10 @@ struct ReduceCopyArgs {
   // from the writer's cache (slow between cores). For large calls; the call ends with a store
   // fence, so a post after it publishes the data. CPU only.
   bool streamStores = false;
+  // Walk 8 pages at once, one 64-byte line of each in turn (cross_core_copy.h), where a source
+  // is a slot another core wrote or a destination a slot another core reads. Honoured on the
+  // CPU by steps of two sources that need neither pre- nor post-op; ignored elsewhere.
+  bool crossCorePages = false;
 };
 
 }  // namespace loom

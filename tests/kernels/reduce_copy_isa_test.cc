@@ -1,7 +1,8 @@
 // Every CPU ISA variant of reduceCopy gives the same bits as the per-element definition
 // (reduceCopyElement, the code the CUDA kernel runs) on random data: random bit patterns,
 // so NaN, infinities, subnormals and -0 of the float types included, inexact scalars, every
-// type x op, any source count, misaligned buffers.
+// type x op, any source count, misaligned buffers, in place, and with crossCorePages (the walk
+// 8 pages at once) over whole blocks and a tail.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,10 +21,17 @@
 namespace loom {
 namespace {
 
+// A pair step (two sources, neither pre- nor post-op) is the one crossCorePages walks 8 pages
+// at once; `inPlace` reduces into the first source, as a ring step does into its output.
+struct IsaCase {
+  bool pair = false;
+  bool inPlace = false;
+};
+
 template <typename T>
-void compareIsas(ReduceOpKind op, size_t count, uint64_t seed) {
+void compareIsas(ReduceOpKind op, size_t count, uint64_t seed, IsaCase shape = {}) {
   std::mt19937_64 rng(seed);
-  const int nsrc = 1 + static_cast<int>(rng() % kMaxSources);
+  const int nsrc = shape.pair ? 2 : 1 + static_cast<int>(rng() % kMaxSources);
   std::vector<std::vector<T>> src(nsrc, std::vector<T>(count));
   for (auto& s : src) {
     for (T& x : s) x = test::randomValue<T>(rng);
@@ -33,8 +41,8 @@ void compareIsas(ReduceOpKind op, size_t count, uint64_t seed) {
   args.ndst = 2;
   args.count = count;
   args.scalar = ReduceScalar{1.0 / 3.0, static_cast<int64_t>(1 + rng() % 9)};
-  args.preOpOnSource = static_cast<uint32_t>(rng());
-  args.postOp = rng() % 2;
+  args.preOpOnSource = shape.pair ? 0 : static_cast<uint32_t>(rng());
+  args.postOp = shape.pair ? false : rng() % 2;
   for (int s = 0; s < nsrc; ++s) args.src[s] = src[s].data();
 
   // The definition, element by element (aligned typed pointers).
@@ -61,21 +69,32 @@ void compareIsas(ReduceOpKind op, size_t count, uint64_t seed) {
   for (int d = 0; d < 2; ++d) out.emplace_back(count * sizeof(T), 5);
   args.dst[0] = out[0].data();
   args.dst[1] = out[1].data();
-  // Both ways of writing: plain stores, and streaming ones (misaligned heads and tails).
+  // Both ways of writing: plain stores, and streaming ones (misaligned heads and tails); both
+  // walks: page by page, and 8 pages at once.
   for (CpuIsa isa : test::supportedIsas()) {
     for (bool stream : {false, true}) {
-      setCpuIsaForTesting(isa);
-      args.streamStores = stream;
-      std::memset(out[0].data(), 0, count * sizeof(T));
-      std::memset(out[1].data(), 0, count * sizeof(T));
-      reduceCopy(DataTypeOf<T>::kType, op, args);
-      for (int d = 0; d < 2; ++d) {
-        const long long bad = test::firstMismatch<T>(
-            out[d].data(), reinterpret_cast<const unsigned char*>(expected.data()), count);
-        ASSERT_EQ(bad, -1) << cpuIsaName(isa) << (stream ? " streaming" : "") << " dst[" << d
-                           << "] differs at element " << bad << " (nsrc " << nsrc << ", count "
-                           << count << ")";
-        ASSERT_TRUE(out[d].guardsIntact());
+      for (bool pages : {false, true}) {
+        setCpuIsaForTesting(isa);
+        args.streamStores = stream;
+        args.crossCorePages = pages;
+        std::memset(out[1].data(), 0, count * sizeof(T));
+        if (shape.inPlace) {
+          std::memcpy(out[0].data(), src[0].data(), count * sizeof(T));
+          args.src[0] = out[0].data();
+        } else {
+          std::memset(out[0].data(), 0, count * sizeof(T));
+        }
+        reduceCopy(DataTypeOf<T>::kType, op, args);
+        for (int d = 0; d < 2; ++d) {
+          const long long bad = test::firstMismatch<T>(
+              out[d].data(), reinterpret_cast<const unsigned char*>(expected.data()), count);
+          ASSERT_EQ(bad, -1) << cpuIsaName(isa) << (stream ? " streaming" : "")
+                             << (pages ? " 8 pages at once" : "")
+                             << (shape.inPlace ? " in place" : "") << " dst[" << d
+                             << "] differs at element " << bad << " (nsrc " << nsrc << ", count "
+                             << count << ")";
+          ASSERT_TRUE(out[d].guardsIntact());
+        }
       }
     }
   }
@@ -95,6 +114,12 @@ TEST_P(ReduceCopyIsaTest, AllIsasBitIdenticalToDefinition) {
     }
     for (int rep = 0; rep < 8; ++rep) {
       compareIsas<T>(op, 4099, seed++);  // several tiles and a tail
+      if (HasFatalFailure()) return;
+    }
+    // Two whole 8-page blocks and a tail, out of place and in place.
+    const size_t blocks = 2 * kPagesAtOnce * kPageBytes / sizeof(T) + 37;
+    for (bool inPlace : {false, true}) {
+      compareIsas<T>(op, blocks, seed++, {.pair = true, .inPlace = inPlace});
       if (HasFatalFailure()) return;
     }
   });
