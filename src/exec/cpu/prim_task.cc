@@ -14,10 +14,11 @@ using algo::Prim;
 
 namespace {
 
-// Which copies of a step cross between cores (cross_core_copy.h): the source, when it is a
-// received slot, and each destination that is a slot a peer reads (bit d: args.dst[d]).
+// Which operands of a step cross between cores (cross_core_copy.h): each source that is a slot
+// another core wrote (bit s: args.src[s]), and each destination that is a slot a peer reads
+// (bit d: args.dst[d]).
 struct Crossing {
-  bool source = false;
+  uint32_t sources = 0;
   uint32_t destinations = 0;
 };
 
@@ -62,7 +63,8 @@ void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool s
     if (dst[d] != src && first < 0) first = d;
   }
   if (first < 0) return;  // in place everywhere
-  const bool firstCrosses = crossing.source || (crossing.destinations >> first & 1) != 0;
+  const bool firstCrosses =
+      (crossing.sources & 1) != 0 || (crossing.destinations >> first & 1) != 0;
   for (size_t off = 0; off < bytes; off += kTile) {
     const size_t n = bytes - off < kTile ? bytes - off : kTile;
     const char* from = static_cast<const char*>(src) + off;
@@ -305,22 +307,28 @@ bool PrimTask::runStep(const void* const* received) {
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
+    Crossing crossing;
+    if (flags_->crossCoreCopies && bytes >= kCrossCoreBlockBytes) {
+      for (int src = 0; recvs && src < args.nsrc; ++src)
+        for (int i = 0; i < nrecv; ++i)
+          if (args.src[src] == received[i] &&
+              receivedFromAnotherCore(links_.recv[i]->view(), received[i]))
+            crossing.sources |= 1u << src;
+      for (int d = 0; d < args.ndst; ++d)
+        for (int i = 0; sends && i < nsend; ++i)
+          if (fill[i] != nullptr && args.dst[d] == fill[i] &&
+              sharedSlotOf(links_.send[i]->view(), fill[i]) >= 0)
+            crossing.destinations |= 1u << d;
+    }
     if (args.nsrc == 1 && !opApplies) {
-      Crossing crossing;
-      if (flags_->crossCoreCopies && bytes >= kCrossCoreBlockBytes) {
-        crossing.source = recvs && args.src[0] == received[0] &&
-                          receivedFromAnotherCore(links_.recv[0]->view(), received[0]);
-        for (int d = 0; d < args.ndst; ++d)
-          for (int i = 0; sends && i < nsend; ++i)
-            if (fill[i] != nullptr && args.dst[d] == fill[i] &&
-                sharedSlotOf(links_.send[i]->view(), fill[i]) >= 0)
-              crossing.destinations |= 1u << d;
-      }
       copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores, crossing);
-    } else if (kernel_ != nullptr) {
-      kernel_(args);
     } else {
-      reduceCopy(op_->type, op_->reduce, args);
+      args.crossCorePages = (crossing.sources | crossing.destinations) != 0;
+      if (kernel_ != nullptr) {
+        kernel_(args);
+      } else {
+        reduceCopy(op_->type, op_->reduce, args);
+      }
     }
   }
   if (recvs)

@@ -56,9 +56,10 @@ struct CpuCallFlags {
   // Steps write the output and the peers' slots with non-temporal stores: large calls
   // (LOOM_STREAM_STORE_THRESHOLD), whose data would only evict the caches.
   bool streamStores = false;
-  // Copies out of and into shared-memory slots use crossCoreCopy (cross_core_copy.h): every
-  // rank of this host has a CPU of its own, so a slot's other end is another core. Not with more
-  // ranks than CPUs, where a peer often runs on this core and the lines are local.
+  // Copies out of and into shared-memory slots use crossCoreCopy (cross_core_copy.h), and
+  // reductions that read or write them walk 8 pages at once too (ReduceCopyArgs::crossCorePages):
+  // every rank of this host has a CPU of its own, so a slot's other end is another core. Not with
+  // more ranks than CPUs, where a peer often runs on this core and the lines are local.
   bool crossCoreCopies = false;
   // Where a task that stages its sends (TaskPlan::stagesSends) copies them: a registered region
   // of at least the call's input bytes, which peers map (staging.h); null: it fills slots.
