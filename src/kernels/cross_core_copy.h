@@ -18,7 +18,8 @@ namespace loom {
 // time, one line of each of its pages in turn; the tail that fills no block goes through memcpy.
 void crossCoreCopy(void* dst, const void* src, size_t bytes);
 
-inline constexpr size_t kCrossCorePages = 8;
-inline constexpr size_t kCrossCoreBlockBytes = kCrossCorePages * 4096;
+// The walk's shape, shared with reduceCopy's pair path (ReduceCopyArgs::crossCorePages).
+inline constexpr size_t kCrossCorePages = 8, kCrossCorePageBytes = 4096, kCrossCoreLineBytes = 64;
+inline constexpr size_t kCrossCoreBlockBytes = kCrossCorePages * kCrossCorePageBytes;
 
 }  // namespace loom

@@ -47,6 +47,7 @@ LOOM_HOST_DEVICE LOOM_INLINE T reduceCopyElement(const Op& op, const ReduceCopyA
 }  // namespace loom
 
 #if !defined(__CUDACC__)
+#include "src/kernels/cross_core_copy.h"
 #include "src/kernels/reduce_copy_isa.h"
 #include "src/kernels/tile_convert.h"
 
@@ -92,29 +93,26 @@ LOOM_INLINE void reducePairTile(const Op& op, const unsigned char* a, const unsi
     storeAt<T>(dst, j, fromAcc<T>(op(toAcc(loadAt<T>(a, j)), toAcc(loadAt<T>(b, j)))));
 }
 
-// Lines at a time of reducePairPages: 8 pages' worth of 64-byte lines, 32 KiB.
-inline constexpr size_t kPagesAtOnce = 8, kPageBytes = 4096, kLineBytes = 64;
-
-// The pair path over whole blocks of kPagesAtOnce pages, one line of each page in turn: a line
+// The pair path over whole blocks of kCrossCorePages pages, one line of each page in turn: a line
 // another core holds costs a wait, and 8 pages walked at once overlap more of those waits than
 // a walk page by page (cross_core_copy.h). Each block is then copied on to the other
 // destinations in one run, as the tile path does (kCopyBlock). Returns the elements done: every
 // whole block.
 template <typename T, typename Op>
 size_t reducePairPages(const Op& op, const ReduceCopyArgs& args) {
-  constexpr size_t kBlock = kPagesAtOnce * kPageBytes / sizeof(T);
+  constexpr size_t kBlock = kCrossCoreBlockBytes / sizeof(T);
   const auto* a = static_cast<const unsigned char*>(args.src[0]);
   const auto* b = static_cast<const unsigned char*>(args.src[1]);
   auto* dst0 = static_cast<unsigned char*>(args.dst[0]);
   size_t base = 0;
   for (; base + kBlock <= args.count; base += kBlock) {
-    for (size_t line = 0; line < kPageBytes; line += kLineBytes) {
-      for (size_t page = 0; page < kPagesAtOnce; ++page) {
-        const size_t at = base * sizeof(T) + page * kPageBytes + line;
+    for (size_t line = 0; line < kCrossCorePageBytes; line += kCrossCoreLineBytes) {
+      for (size_t page = 0; page < kCrossCorePages; ++page) {
+        const size_t at = base * sizeof(T) + page * kCrossCorePageBytes + line;
         // A line's length the compiler cannot see: with it, it would unroll the line's loop
         // into scalar code, or into vector code behind an overlap check that in place fails;
         // as a run-time length it is the tile path's vector loop.
-        size_t n = kLineBytes / sizeof(T);
+        size_t n = kCrossCoreLineBytes / sizeof(T);
         asm("" : "+r"(n));
         reducePairTile<T>(op, a + at, b + at, dst0 + at, n);
       }
@@ -122,7 +120,7 @@ size_t reducePairPages(const Op& op, const ReduceCopyArgs& args) {
     const size_t from = base * sizeof(T);
     for (int d = 1; d < args.ndst; ++d) {
       auto* dst = static_cast<unsigned char*>(args.dst[d]) + from;
-      if (dst != dst0 + from) memcpy(dst, dst0 + from, kPagesAtOnce * kPageBytes);
+      if (dst != dst0 + from) memcpy(dst, dst0 + from, kCrossCoreBlockBytes);
     }
   }
   return base;

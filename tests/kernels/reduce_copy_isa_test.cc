@@ -117,7 +117,7 @@ TEST_P(ReduceCopyIsaTest, AllIsasBitIdenticalToDefinition) {
       if (HasFatalFailure()) return;
     }
     // Two whole 8-page blocks and a tail, out of place and in place.
-    const size_t blocks = 2 * kPagesAtOnce * kPageBytes / sizeof(T) + 37;
+    const size_t blocks = 2 * kCrossCoreBlockBytes / sizeof(T) + 37;
     for (bool inPlace : {false, true}) {
       compareIsas<T>(op, blocks, seed++, {.pair = true, .inPlace = inPlace});
       if (HasFatalFailure()) return;
