@@ -149,6 +149,12 @@ class GlooBaseline : public Baseline, public ProcessGroup {
     }
   }
 
+  // The classic algorithms are set up once per buffer address (classicAlgorithm).
+  bool movesThroughBuffers(const CollSpec& spec) const override {
+    const std::string name = spec.name;
+    return !(name == "reduce_scatter" || (name == "all_reduce" && algo_ == "halving_doubling"));
+  }
+
   // ProcessGroup, over Gloo itself (between measurements only).
   void barrier() override {
     gloo::BarrierOptions opts(ctx_);

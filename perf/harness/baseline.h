@@ -29,6 +29,10 @@ class Baseline {
   // One call. In place, the input sits where nccl-tests puts it inside `recv`.
   virtual void run(const CollSpec& spec, const void* send, void* recv, const CollCounts& c,
                    loomDataType_t type, Op op, int root, bool inPlace) = 0;
+  // Whether calls may move through the buffers as loom's do (BufferShift). A library that
+  // binds an algorithm object to a buffer's address says no: one object per offset would be
+  // set up inside the timed loop.
+  virtual bool movesThroughBuffers(const CollSpec&) const { return true; }
   // Where rank rank()'s result starts, in bytes from recv (nccl-tests' layout unless the
   // library's own in-place form differs).
   virtual size_t resultOffset(const CollSpec&, const CollCounts& c, size_t ts, bool inPlace) const {

@@ -19,6 +19,21 @@ struct CollCounts {
   size_t sendInplaceOffset = 0, recvInplaceOffset = 0;
 };
 
+// Where call `iter` of a size starts in buffers of `bufferBytes`: as nccl-tests does, each call
+// moves on by the larger of its input and output, so that caches do not flatter repeated calls,
+// and starts over at the buffer's end. Every library of a table goes through the buffer alike
+// (loom's Measurer and the baselines' loop), so a sweep compares like with like.
+struct BufferShift {
+  size_t bytes = 0;  // how far each call moves
+  size_t steps = 1;  // and after how many calls it starts over
+  BufferShift() = default;
+  BufferShift(const CollCounts& c, size_t typeSize, size_t bufferBytes)
+      : bytes((c.sendCount > c.recvCount ? c.sendCount : c.recvCount) * typeSize),
+        steps(bytes ? bufferBytes / bytes : 1) {}
+  // Worked out per size: a division per call is all it adds to the timed loop.
+  size_t at(int iter) const { return steps > 1 ? bytes * (static_cast<size_t>(iter) % steps) : 0; }
+};
+
 // Algorithm and bus bandwidth in GB/s (1e9 bytes) for a call of paramCount elements.
 struct Bandwidth {
   double alg = 0, bus = 0;

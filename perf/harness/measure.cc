@@ -28,8 +28,7 @@ CollCounts Measurer::counts(size_t bytes) const {
 void Measurer::setup(size_t bytes) {
   ts_ = typeInfo(type_).size;
   counts_ = counts(bytes);
-  shiftBytes_ = std::max(sendBytes(), recvBytes());
-  shiftSteps_ = shiftBytes_ ? o_.maxBytes / shiftBytes_ : 1;
+  shift_ = BufferShift(counts_, ts_, o_.maxBytes);
 }
 
 CallSite Measurer::site(const Rank& r) const {
@@ -37,11 +36,7 @@ CallSite Measurer::site(const Rank& r) const {
 }
 
 void Measurer::startColl(bool inPlace, int iter) {
-  // Move through the buffer from one iteration to the next, as nccl-tests does, so caches do
-  // not flatter the repeated calls. (Worked out per size in setup(): two divisions per call
-  // are time the baselines' loops do not spend.)
-  const size_t shift =
-      shiftSteps_ > 1 ? shiftBytes_ * (static_cast<size_t>(iter) % shiftSteps_) : 0;
+  const size_t shift = shift_.at(iter);
   job_.dog->busy(t_, spec_->name);
   if (o_.nGpus > 1) check(loomGroupStart(), nullptr, "loomGroupStart");
   for (int g = 0; g < o_.nGpus; ++g) {

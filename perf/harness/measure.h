@@ -55,8 +55,7 @@ class Measurer {
   Op op_ = Op::kSum;
   int root_ = -1;
   size_t ts_ = 4;
-  size_t shiftBytes_ = 0;  // how far each call moves through the buffer (setup())
-  size_t shiftSteps_ = 1;  // and after how many calls it starts over
+  BufferShift shift_;  // where each call of the size starts (setup())
   CollCounts counts_;
   uint64_t seed_ = 100;
 };

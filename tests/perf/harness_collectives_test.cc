@@ -59,6 +59,29 @@ TEST(PerfCounts, RoundDownToWholeBlocksPerRank) {
   EXPECT_EQ(allGatherSpec().counts(3, 4).paramCount, 0u);
 }
 
+// Each call moves on by the larger of its input and output and starts over where the next
+// call would run past the buffer; loom's loop and the baselines' share this arithmetic.
+TEST(PerfCounts, CallsMoveThroughTheBuffer) {
+  const size_t buffer = 64 * 1024;
+  // AllGather of 4 ranks at 16 KiB: 1 KiB in, 4 KiB out per rank: moves by the output.
+  const BufferShift gather(allGatherSpec().counts(16 * 1024 / 4, 4), 4, buffer);
+  EXPECT_EQ(gather.bytes, 16u * 1024);
+  EXPECT_EQ(gather.steps, 4u);
+  EXPECT_EQ(gather.at(0), 0u);
+  EXPECT_EQ(gather.at(3), 48u * 1024);
+  EXPECT_EQ(gather.at(4), 0u);
+  EXPECT_EQ(gather.at(6), 32u * 1024);
+  // A size that does not divide the buffer stops short of its end.
+  const BufferShift odd(allReduceSpec().counts(5000, 2), 4, buffer);
+  EXPECT_EQ(odd.steps, 3u);
+  EXPECT_EQ(odd.at(2), 40000u);
+  EXPECT_EQ(odd.at(3), 0u);
+  // At the largest size, and for empty calls, every call starts at the beginning.
+  EXPECT_EQ(BufferShift(allReduceSpec().counts(buffer / 4, 2), 4, buffer).at(1), 0u);
+  EXPECT_EQ(BufferShift(allReduceSpec().counts(0, 2), 4, buffer).at(7), 0u);
+  EXPECT_EQ(BufferShift().at(5), 0u);
+}
+
 TEST(PerfCollectives, NamesAndFlags) {
   for (const char* name : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
                            "alltoall", "sendrecv", "gather", "scatter"}) {
