@@ -168,6 +168,27 @@ TEST(PullPolicy, GroupsAreCountedApart) {
             p.decide(CollKind::kAllGather, 65536).group);
 }
 
+TEST(PullPolicy, SendRecvGroupsAreCountedApartFromLoneSends) {
+  PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
+  // A Send alone of 64 KiB learns that pulling wins...
+  EXPECT_EQ(run(p, 100, 9000, 5000, CollKind::kSend, 65536), 100 - kWarmup / 2 - 3);
+  // ...while a group of Sends and Recvs of the same size warms up on its own, finds the ring
+  // faster and keeps it (bar its warm-up and bursts).
+  int pulled = 0;
+  for (int i = 0; i < 99; ++i) {
+    const PullPolicy::Ticket t = p.decideP2pGroup(65536);
+    EXPECT_EQ(t.call, static_cast<uint32_t>(i));
+    EXPECT_EQ(t.pull, expectedWay(i, false) == 'p') << "call " << i;
+    pulled += t.pull;
+    p.record(t, t.pull ? 9000 : 5000);
+  }
+  EXPECT_EQ(pulled, 6);
+  EXPECT_NE(p.decideP2pGroup(65536).group, p.decide(CollKind::kSend, 65536).group);
+  EXPECT_NE(p.decideP2pGroup(65536).group, p.decide(CollKind::kRecv, 65536).group);
+  // Its groups stay small and unmeasured below the threshold, like every call's.
+  EXPECT_EQ(p.decideP2pGroup(kMin - 1).group, -1);
+}
+
 TEST(PullPolicy, SmallCallsAndFixedModesAreNotMeasured) {
   PullPolicy p(PullPolicy::Mode::kAuto, kMin, kRing);
   const PullPolicy::Ticket small = p.decide(CollKind::kAllReduce, kMin - 1);

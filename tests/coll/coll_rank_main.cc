@@ -9,6 +9,7 @@
 // "until-error": AllReduces of 8 floats until one fails (a peer killed by the test),
 // printing "running" after the first 200; prints "error <code>: <message>" and exits 10 +
 // code. "until-error-large": the same with 4 MiB (the general path, several steps).
+// "ring-repeated": one 64 KiB ring shift 40 times (not part of "all").
 // "streams-p2p": receives from every peer posted on one host stream before the sends on
 // another, an AllReduce on a third, every result checked. "streams-until-error": such rounds
 // (receives first) until one fails, printing "running" after the first 50, then as
@@ -23,6 +24,7 @@
 #include "tests/coll/coll_case.h"
 #include "tests/coll/rank_process.h"
 #include "tests/test_util.h"
+#include "transports/shm/direct_read.h"
 
 namespace {
 
@@ -71,32 +73,43 @@ void collective(Kind kind, loomComm_t comm, int n, int rank) {
   }
 }
 
-void ring(loomComm_t comm, int n, int rank) {
+// One ring shift of `count` elements of `t` in a group, checked.
+void ringOnce(loomComm_t comm, int n, int rank, loomDataType_t t, size_t count, uint32_t salt) {
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t elem = typeInfo(t).size;
+  Buffer send(count * elem, salt % 2), recv(count * elem, salt % 3);
+  auto value = [&](int who, size_t i) {
+    return encodeValue(t, inputValue(t, Op::kMax, who, i, salt));
+  };
+  for (size_t i = 0; i < count; ++i) storeBits(send.data() + i * elem, elem, value(rank, i));
+  check(loomGroupStart(), "loomGroupStart", nullptr);
+  if (rank % 2 == 0) check(loomSend(send.data(), count, t, next, comm, nullptr), "send", comm);
+  check(loomRecv(recv.data(), count, t, prev, comm, nullptr), "recv", comm);
+  if (rank % 2 == 1) check(loomSend(send.data(), count, t, next, comm, nullptr), "send", comm);
+  check(loomGroupEnd(), "loomGroupEnd", comm);
+  std::string where = std::string("ring ") + typeInfo(t).name + " count " + std::to_string(count) +
+                      " salt " + std::to_string(salt) + " rank " + std::to_string(rank);
+  std::string err = recv.checkGuards() + send.checkGuards();
+  if (err.empty())
+    err = compareElements(
+        t, recv.data(), count, [&](size_t i) { return value(prev, i); }, "recvbuff");
+  if (!err.empty()) fail(where + ": " + err);
+}
+
+void ring(loomComm_t comm, int n, int rank) {
   uint32_t salt = 30000;
-  for (loomDataType_t t : allTypes()) {
-    const size_t elem = typeInfo(t).size;
-    for (size_t count : {0, 1, 7, 4099, 100003}) {
-      ++salt;
-      Buffer send(count * elem, salt % 2), recv(count * elem, salt % 3);
-      auto value = [&](int who, size_t i) {
-        return encodeValue(t, inputValue(t, Op::kMax, who, i, salt));
-      };
-      for (size_t i = 0; i < count; ++i) storeBits(send.data() + i * elem, elem, value(rank, i));
-      check(loomGroupStart(), "loomGroupStart", nullptr);
-      if (rank % 2 == 0) check(loomSend(send.data(), count, t, next, comm, nullptr), "send", comm);
-      check(loomRecv(recv.data(), count, t, prev, comm, nullptr), "recv", comm);
-      if (rank % 2 == 1) check(loomSend(send.data(), count, t, next, comm, nullptr), "send", comm);
-      check(loomGroupEnd(), "loomGroupEnd", comm);
-      std::string where = std::string("ring ") + typeInfo(t).name + " count " +
-                          std::to_string(count) + " rank " + std::to_string(rank);
-      std::string err = recv.checkGuards() + send.checkGuards();
-      if (err.empty())
-        err = compareElements(
-            t, recv.data(), count, [&](size_t i) { return value(prev, i); }, "recvbuff");
-      if (!err.empty()) fail(where + ": " + err);
-    }
-  }
+  for (loomDataType_t t : allTypes())
+    for (size_t count : {0, 1, 7, 4099, 100003}) ringOnce(comm, n, rank, t, count, ++salt);
+}
+
+// The same 64 KiB shift 40 times, new data each time: enough calls for the CMA policy's
+// warm-up to pull some of them (pull_policy.h) and take the faster way after.
+// Prints how many of them this rank pulled ("cma-reads N").
+void ringRepeated(loomComm_t comm, int n, int rank) {
+  for (uint32_t call = 0; call < 40; ++call)
+    ringOnce(comm, n, rank, loomFloat32, 16384, 40000 + call);
+  std::printf("cma-reads %llu\n", static_cast<unsigned long long>(
+                                      loom::transport::shm::testing::cmaReadsInThisProcess()));
 }
 
 // Element i of a round's message src -> dst.
@@ -251,6 +264,10 @@ int main(int argc, char** argv) {
   run("reducescatter", [&] { collective(Kind::kReduceScatter, comm, n, rank); });
   run("reduce", [&] { collective(Kind::kReduce, comm, n, rank); });
   run("ring", [&] { ring(comm, n, rank); });
+  if (scenario == "ring-repeated") {  // not part of "all"
+    known = true;
+    ringRepeated(comm, n, rank);
+  }
   if (scenario == "streams-p2p") {  // not part of "all"
     known = true;
     streamsP2p(comm, n, rank);

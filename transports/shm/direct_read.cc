@@ -69,7 +69,14 @@ bool mayPullFrom(const ProcessIdentity& sender) {
   return n == sizeof(seen) && seen == sender.token;
 }
 
+namespace {
+std::atomic<uint64_t> gCmaReads{0};
+}  // namespace
+
+uint64_t testing::cmaReadsInThisProcess() { return gCmaReads.load(std::memory_order_relaxed); }
+
 void cmaRead(int32_t pid, const void* remote, void* local, size_t bytes, int peer) {
+  gCmaReads.fetch_add(1, std::memory_order_relaxed);
   auto* to = static_cast<uint8_t*>(local);
   auto from = reinterpret_cast<uintptr_t>(remote);
   while (bytes > 0) {

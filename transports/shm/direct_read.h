@@ -75,4 +75,9 @@ size_t cmaThreshold();
 // partial reads). Throws SystemError naming `peer` and the remedy.
 void cmaRead(int32_t pid, const void* remote, void* local, size_t bytes, int peer);
 
+namespace testing {
+// cmaRead calls this process has made (tests prove that steps were pulled).
+uint64_t cmaReadsInThisProcess();
+}  // namespace testing
+
 }  // namespace loom::transport::shm

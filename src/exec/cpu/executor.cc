@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "src/base/error.h"
@@ -268,24 +269,42 @@ void buildRuns(Scratch& s) {
   }
 }
 
-// A single call chooses whether its steps between processes may be pulled with CMA and reports
-// how long it took (pull_policy.h) when it runs alone; the ops of a group, and a call beside
-// others, pull only in "always" mode. Decided as the call registers, under the engine's lock.
+// A single call, or a group of Sends and Recvs on one communicator, chooses whether its steps
+// between processes may be pulled with CMA and reports how long it took (pull_policy.h) when it
+// runs alone; other groups, and a call beside others, pull only in "always" mode. Decided as
+// the call registers, under the engine's lock.
 struct PullChoice {
-  CollOp* op = nullptr;           // the single call, or null for a group
-  CpuCallFlags* flags = nullptr;  // its flags
+  std::span<CollOp> ops;          // the single call or the Send/Recv group; empty: neither
+  std::span<CpuCallFlags> flags;  // their flags
   PullPolicy::Ticket ticket;
   std::chrono::steady_clock::time_point start;
+
+  // A group that may pull: Sends and Recvs of one communicator, none of whose inputs a Recv
+  // of the group overwrites (those are copied, never pulled: timing them would only time the
+  // ring twice, in the group of the out-of-place calls of that size).
+  static bool isPullableP2pGroup(std::span<const CollOp> ops) {
+    if (ops.size() < 2) return false;
+    for (const CollOp& op : ops)
+      if ((op.kind != CollKind::kSend && op.kind != CollKind::kRecv) || op.comm != ops[0].comm ||
+          op.inputOverwritten)
+        return false;
+    return true;
+  }
   static void decide(void* self, size_t, bool alone) {
     PullChoice& p = *static_cast<PullChoice*>(self);
-    CollOp& op = *p.op;
-    PullPolicy& policy = cpuExecutorOf(*op.comm).pullPolicy();
-    p.ticket = policy.decide(op.kind, op.count * dataTypeSize(op.type));
+    PullPolicy& policy = cpuExecutorOf(*p.ops[0].comm).pullPolicy();
+    if (p.ops.size() == 1) {
+      p.ticket = policy.decide(p.ops[0].kind, p.ops[0].count * dataTypeSize(p.ops[0].type));
+    } else {
+      size_t largest = 0;
+      for (const CollOp& op : p.ops) largest = std::max(largest, op.count * dataTypeSize(op.type));
+      p.ticket = policy.decideP2pGroup(largest);
+    }
     if (!alone) {
       p.ticket.pull = policy.pullsAlways();
       p.ticket.group = -1;  // its time would be the other runs' too
     }
-    p.flags->mayPull = p.ticket.pull;
+    for (CpuCallFlags& f : p.flags) f.mayPull = p.ticket.pull;
     // Only measured calls read the clock (a small call's whole cost is well under a
     // microsecond).
     if (p.ticket.group >= 0) p.start = std::chrono::steady_clock::now();
@@ -362,15 +381,15 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
   buildRuns(scratch);
   PullChoice pull;
   RegisterHook hook;
-  if (ops.size() == 1) {
-    pull.op = &ops.front();
-    pull.flags = &flags.front();
+  if (ops.size() == 1 || PullChoice::isPullableP2pGroup(ops)) {
+    pull.ops = ops;
+    pull.flags = flags;
     hook = RegisterHook{&PullChoice::decide, &pull};
   }
   driveRuns(scratch.comms, scratch.runPtrs, hook);
   if (pull.ticket.group >= 0) {
     const auto took = std::chrono::steady_clock::now() - pull.start;
-    Comm& c = *pull.op->comm;
+    Comm& c = *pull.ops[0].comm;
     engineOf(c).locked([&] {
       cpuExecutorOf(c).pullPolicy().record(
           pull.ticket, static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));

@@ -31,9 +31,10 @@ uint32_t PullPolicy::ringColdCalls(size_t bytesPerRank) const {
   return static_cast<uint32_t>(std::clamp<size_t>(calls, 1, transport::kSlots));
 }
 
-PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
+PullPolicy::Ticket PullPolicy::decideIn(int kind, size_t bytesPerRank) {
   if (mode_ == Mode::kCopies) {
-    const bool copies = kind == CollKind::kBroadcast || kind == CollKind::kAllGather;
+    const bool copies = kind == static_cast<int>(CollKind::kBroadcast) ||
+                        kind == static_cast<int>(CollKind::kAllGather);
     return Ticket{copies && bytesPerRank >= std::max(minStepBytes_, kCopiesPullMinBytes), -1, 0,
                   false};
   }
@@ -41,7 +42,7 @@ PullPolicy::Ticket PullPolicy::decide(CollKind kind, size_t bytesPerRank) {
     return Ticket{mode_ == Mode::kAlways, -1, 0, false};
   int sizeClass = 0;
   while (sizeClass + 1 < kSizeClasses && (size_t{2} << sizeClass) <= bytesPerRank) ++sizeClass;
-  const int index = static_cast<int>(kind) * kSizeClasses + sizeClass;
+  const int index = kind * kSizeClasses + sizeClass;
   Group& g = groups_[static_cast<size_t>(index)];
   const uint32_t call = g.calls++;
   if (call == 0) g.ringCold = static_cast<uint8_t>(ringColdCalls(bytesPerRank));
@@ -94,11 +95,12 @@ void PullPolicy::record(const Ticket& t, uint64_t nanoseconds) {
   if (preferred == g.preferred) return;
   g.preferred = preferred;
   // LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=TUNING shows the choices (a flapping one only at first).
-  const auto kind = static_cast<CollKind>(t.group / kSizeClasses);
+  const int kind = t.group / kSizeClasses;
+  const char* what = kind == kP2pGroup ? "Send/Recv group" : collName(static_cast<CollKind>(kind));
   const int sizeClass = t.group % kSizeClasses;
   if (g.flips <= 4) ++g.flips;  // saturates: a flapping group never logs at INFO again
   const LogLevel level = g.flips <= 4 ? LogLevel::kInfo : LogLevel::kTrace;
-  LOOM_LOG(level, kLogTuning, collName(kind), " of ", size_t{1} << sizeClass, "-",
+  LOOM_LOG(level, kLogTuning, what, " of ", size_t{1} << sizeClass, "-",
            (size_t{2} << sizeClass) - 1, " bytes per rank ",
            preferred ? "pulls with CMA" : "copies through the shared ring", " from call ", t.call,
            ": ", g.meanNs[1] / 1000, " us per call with CMA, ", g.meanNs[0] / 1000,

@@ -13,10 +13,11 @@
 // which one it is in). So no fixed threshold is right in both; docs/performance.md ("Where the
 // time goes") has the figures.
 //
-// How. Calls are grouped by collective and size (powers of two of the bytes per rank). A
-// group's first calls try each way in turn (warmupCalls()); after that it takes the way whose
-// recent calls were faster (the other way must be faster by kSwitchMargin to take over from
-// the chosen one) and now and then (exploresOn) tries the other way again, so that a
+// How. Calls are grouped by collective (or Send/Recv group) and size (powers of two of the
+// bytes per rank). A group's first calls try each way in turn (warmupCalls()); after that it
+// takes the way whose recent calls were faster (the other way must be faster by kSwitchMargin
+// to take over from the chosen one) and now and then (exploresOn) tries the other way again,
+// so that a
 // change of state is noticed within a few hundred calls. A way's time is that of its latest
 // run of calls only (record()): a burst of the other way is compared with what the chosen way
 // takes now, not with the mean of every call it ever made, early cold ones included. A
@@ -115,7 +116,14 @@ class PullPolicy {
     uint32_t call = 0;    // the how-manieth of its group
     bool counts = false;  // whether record() takes its time (see ringColdCalls)
   };
-  Ticket decide(CollKind kind, size_t bytesPerRank);
+  Ticket decide(CollKind kind, size_t bytesPerRank) {
+    return decideIn(static_cast<int>(kind), bytesPerRank);
+  }
+  // Sends and receives issued together in one group on one communicator (a sendrecv, a
+  // batch of isend/irecv) are one call of their own class, by the largest op's bytes: they
+  // run as one, so only their time together can be measured, and a Send alone times other
+  // calls than a Send beside a Recv.
+  Ticket decideP2pGroup(size_t largestOpBytes) { return decideIn(kP2pGroup, largestOpBytes); }
   bool pullsAlways() const { return mode_ == Mode::kAlways; }
   void record(const Ticket& t, uint64_t nanoseconds);
 
@@ -138,8 +146,11 @@ class PullPolicy {
     uint8_t ringCold = 1;            // ringColdCalls() of the group's first call
     uint16_t flips = 0;
   };
+  Ticket decideIn(int kind, size_t bytesPerRank);
+
   static constexpr int kSizeClasses = 48;
-  static constexpr int kKinds = 8;
+  static constexpr int kP2pGroup = static_cast<int>(CollKind::kRecv) + 1;  // after every CollKind
+  static constexpr int kKinds = kP2pGroup + 1;
 
   Mode mode_;
   size_t minStepBytes_;
