@@ -142,6 +142,9 @@ void reduceCopy(const ReduceCopyArgs& args) {
            !(Op::kHasPreOp && (args.preOpOnSource & 3u) != 0) && !(Op::kHasPostOp && args.postOp);
   }
   const auto* dst0 = static_cast<unsigned char*>(args.dst[0]);
+  // Only the pair path walks: the accumulator tile, run a line at a time over 8 pages, lost
+  // more to its conversions and short loops than the walk saves (2 processes, AllReduce in
+  // place, 128 KiB-1 MiB: bfloat16 0.84-0.87x, half 0.67-0.72x).
   const size_t start = pair && args.crossCorePages ? reducePairPages<T>(op, args) : 0;
   size_t copied = start;  // elements already in every destination, not only the first
   for (size_t base = start; base < args.count; base += kReduceTile) {

@@ -21,17 +21,23 @@
 namespace loom {
 namespace {
 
-// A pair step (two sources, neither pre- nor post-op) is the one crossCorePages walks 8 pages
-// at once; `inPlace` reduces into the first source, as a ring step does into its output.
+// A pair step (two sources, neither pre- nor post-op) takes reduceCopy's pair path, which walks
+// 8 pages at once with crossCorePages; any other step of 2 or more sources (`nsrc`, random pre-
+// and post-ops) takes the accumulator tile, which the executor flags alike and which must stay
+// right with the flag. `inPlace` reduces into the first source, as a ring step does into its
+// output.
 struct IsaCase {
   bool pair = false;
   bool inPlace = false;
+  int nsrc = 0;  // 0: 1 to kMaxSources at random
 };
 
 template <typename T>
 void compareIsas(ReduceOpKind op, size_t count, uint64_t seed, IsaCase shape = {}) {
   std::mt19937_64 rng(seed);
-  const int nsrc = shape.pair ? 2 : 1 + static_cast<int>(rng() % kMaxSources);
+  const int nsrc = shape.pair       ? 2
+                   : shape.nsrc > 0 ? shape.nsrc
+                                    : 1 + static_cast<int>(rng() % kMaxSources);
   std::vector<std::vector<T>> src(nsrc, std::vector<T>(count));
   for (auto& s : src) {
     for (T& x : s) x = test::randomValue<T>(rng);
@@ -116,11 +122,16 @@ TEST_P(ReduceCopyIsaTest, AllIsasBitIdenticalToDefinition) {
       compareIsas<T>(op, 4099, seed++);  // several tiles and a tail
       if (HasFatalFailure()) return;
     }
-    // Two whole 8-page blocks and a tail, out of place and in place.
+    // Two whole 8-page blocks and a tail, out of place and in place: the pair path, and the
+    // accumulator tile with two and with three sources.
     const size_t blocks = 2 * kCrossCoreBlockBytes / sizeof(T) + 37;
     for (bool inPlace : {false, true}) {
       compareIsas<T>(op, blocks, seed++, {.pair = true, .inPlace = inPlace});
       if (HasFatalFailure()) return;
+      for (int nsrc : {2, 3}) {
+        compareIsas<T>(op, blocks, seed++, {.inPlace = inPlace, .nsrc = nsrc});
+        if (HasFatalFailure()) return;
+      }
     }
   });
 }
