@@ -17,10 +17,9 @@
 // bytes per rank). A group's first calls try each way in turn (warmupCalls()); after that it
 // takes the way whose recent calls were faster (the other way must be faster by kSwitchMargin
 // to take over from the chosen one) and now and then (exploresOn) tries the other way again,
-// so that a
-// change of state is noticed within a few hundred calls. A way's time is that of its latest
-// run of calls only (record()): a burst of the other way is compared with what the chosen way
-// takes now, not with the mean of every call it ever made, early cold ones included. A
+// so that a change of state is noticed within a few hundred calls. A way's time is that of its
+// latest run of calls only (record()): a burst of the other way is compared with what the
+// chosen way takes now, not with the mean of every call it ever made, early cold ones included. A
 // group counts only its own calls, so every rank that makes the same calls explores on the same
 // ones (both ends of a connection then change way together and the times compare like with like).
 // The choice only changes how bytes move, never which bytes arrive: a call is correct either way.
