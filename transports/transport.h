@@ -51,7 +51,7 @@ struct StepMemory {
   // (data - region->base), whatever memory kind it is.
   const MemRegion* region = nullptr;
   // The call lets the receiver pull memory outside any region with a system call (CMA); the
-  // CPU executor's pull policy decides per call (src/exec/cpu/pull_policy.h).
+  // CPU executor's way policy decides per call (src/exec/cpu/shm_way_policy.h).
   bool mayPull = false;
 };
 

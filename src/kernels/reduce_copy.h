@@ -138,7 +138,7 @@ void reduceCopy(const ReduceCopyArgs& args) {
   // over float, double or integers) skip the accumulator tile: one pass, no L1 round trip.
   bool pair = false;
   if constexpr (std::is_same_v<Acc, T>) {
-    pair = args.nsrc == 2 && !args.streamStores &&
+    pair = args.nsrc == 2 && args.streamDestinations == 0 &&
            !(Op::kHasPreOp && (args.preOpOnSource & 3u) != 0) && !(Op::kHasPostOp && args.postOp);
   }
   const auto* dst0 = static_cast<unsigned char*>(args.dst[0]);
@@ -175,12 +175,19 @@ void reduceCopy(const ReduceCopyArgs& args) {
         }
       }
       // Every source of this tile has been read, so a destination equal to a source is safe.
-      if (args.streamStores) {
-        // Converted in L1 first, then streamed out to every destination.
+      if (args.streamDestinations != 0) {
+        // Converted in L1 first, then streamed out to the destinations that stream and copied
+        // to the others.
         alignas(64) unsigned char staged[kReduceTile * sizeof(T)];
         storeTile<T>(acc, staged, n);
-        for (int d = 0; d < args.ndst; ++d)
-          streamBytes(static_cast<unsigned char*>(args.dst[d]) + offset, staged, n * sizeof(T));
+        for (int d = 0; d < args.ndst; ++d) {
+          unsigned char* dst = static_cast<unsigned char*>(args.dst[d]) + offset;
+          if ((args.streamDestinations >> d) & 1u) {
+            streamBytes(dst, staged, n * sizeof(T));
+          } else {
+            memcpy(dst, staged, n * sizeof(T));
+          }
+        }
         continue;
       }
       storeTile<T>(acc, static_cast<unsigned char*>(args.dst[0]) + offset, n);
@@ -197,7 +204,7 @@ void reduceCopy(const ReduceCopyArgs& args) {
       copied = end;
     }
   }
-  if (args.streamStores) streamFence();
+  if (args.streamDestinations != 0) streamFence();
 }
 
 template <typename T>

@@ -60,11 +60,12 @@ struct ReduceCopyArgs {
   uint32_t preOpOnSource = 0;
   // Apply the op's post-op (SumPostDiv's divide) to the result: only the final step does.
   bool postOp = false;
-  // Write every destination with non-temporal (streaming) stores: no read-for-ownership of
+  // Bit d set: write dst[d] with non-temporal (streaming) stores: no read-for-ownership of
   // its lines, no cache pollution, and a peer reading a slot gets it from memory instead of
-  // from the writer's cache (slow between cores). For large calls; the call ends with a store
+  // from the writer's cache (slow between cores on some machines). For large calls, and for
+  // slots a peer reads where that measures faster; a call with any bit set ends with a store
   // fence, so a post after it publishes the data. CPU only.
-  bool streamStores = false;
+  uint32_t streamDestinations = 0;
   // Walk 8 pages at once, one 64-byte line of each in turn (cross_core_copy.h), where a source
   // is a slot another core wrote or a destination a slot another core reads. Honoured on the
   // CPU by steps of two sources that need neither pre- nor post-op; ignored elsewhere.

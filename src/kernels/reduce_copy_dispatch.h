@@ -51,7 +51,7 @@ ReduceCopyKernel reduceCopyKernel(loomDataType_t type, ReduceOpKind op);
 
 // memcpy whose stores to `dst` are non-temporal (no read-for-ownership, no cache pollution),
 // fenced before it returns; a plain memcpy where the CPU has no such stores. Bit-exact. For
-// large calls (ReduceCopyArgs::streamStores).
+// large calls (ReduceCopyArgs::streamDestinations).
 void streamCopy(void* dst, const void* src, size_t bytes);
 
 }  // namespace loom

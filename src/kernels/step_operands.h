@@ -45,7 +45,7 @@ LOOM_HOST_DEVICE inline bool stepAppliesOp(algo::Prim prim, bool final, bool inp
 }
 
 // Fills args' sources, destinations, pre-op bits and post-op flag for `prim`; the caller sets
-// count, scalar and streamStores.
+// count, scalar and streamDestinations.
 LOOM_HOST_DEVICE inline void stepOperands(algo::Prim prim, bool final, const StepBuffers& b,
                                           ReduceCopyArgs& args) {
   args.nsrc = 0;

@@ -103,7 +103,7 @@ void ring(loomComm_t comm, int n, int rank) {
 }
 
 // The same 64 KiB shift 40 times, new data each time: enough calls for the CMA policy's
-// warm-up to pull some of them (pull_policy.h) and take the faster way after.
+// warm-up to pull some of them (shm_way_policy.h) and take the faster way after.
 // Prints how many of them this rank pulled ("cma-reads N").
 void ringRepeated(loomComm_t comm, int n, int rank) {
   for (uint32_t call = 0; call < 40; ++call)

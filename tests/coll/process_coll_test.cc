@@ -33,6 +33,8 @@ void runProcesses(const std::string& scenario, int nranks, const std::string& tr
   if (transport == "socket") env.push_back("LOOM_TRANSPORT=socket");
   // Every call's output written with streaming stores (large calls only by default).
   if (transport == "shmstream") env.push_back("LOOM_STREAM_STORE_THRESHOLD=1");
+  // Every step's slots written with streaming stores, the outputs not (shm_way_policy.h).
+  if (transport == "slotstream") env.push_back("LOOM_SHM_STREAM_SLOTS=1");
   // "cmapolicy": shared memory as it ships, CMA chosen by the default policy (auto). Not named
   // after shm, so that the soft-NIC run of the *shm* cases (LOOM_TRANSPORT=ib) leaves it out.
   if (transport == "cma") {
@@ -55,9 +57,10 @@ void runProcesses(const std::string& scenario, int nranks, const std::string& tr
                         << ": " << out;
     EXPECT_NE(out.find("ok"), std::string::npos) << out;
     // Every rank pulled some of the repeated shifts from its previous rank (with a CPU per
-    // rank: with more ranks than CPUs only Broadcast and AllGather pull, pull_policy.h).
-    if (scenario == "ring-repeated" && std::thread::hardware_concurrency() >= unsigned(nranks))
+    // rank: with more ranks than CPUs only Broadcast and AllGather pull, shm_way_policy.h).
+    if (scenario == "ring-repeated" && std::thread::hardware_concurrency() >= unsigned(nranks)) {
       EXPECT_EQ(out.find("cma-reads 0\n"), std::string::npos) << out;
+    }
     if (transport == "cma") {
       // The pair really used CMA (the receiver's probe may refuse it): its log says so.
       const std::string log = strCat(cmaLog, ".", procs[r].pid);
@@ -95,7 +98,9 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
                          ::testing::Values(Param{"all", 2, "shm"}, Param{"all", 5, "socket"},
                                            Param{"all", 2, "cma"}, Param{"all", 3, "cma"},
-                                           Param{"all", 3, "shmstream"}),
+                                           Param{"all", 3, "shmstream"},
+                                           Param{"all", 2, "slotstream"},
+                                           Param{"all", 3, "slotstream"}),
                          paramName);
 
 // Send/Recv groups under the default CMA policy (auto, which pulls some calls of its warm-up

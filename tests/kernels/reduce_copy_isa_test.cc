@@ -75,13 +75,14 @@ void compareIsas(ReduceOpKind op, size_t count, uint64_t seed, IsaCase shape = {
   for (int d = 0; d < 2; ++d) out.emplace_back(count * sizeof(T), 5);
   args.dst[0] = out[0].data();
   args.dst[1] = out[1].data();
-  // Both ways of writing: plain stores, and streaming ones (misaligned heads and tails); both
-  // walks: page by page, and 8 pages at once.
+  // Every way of writing: plain stores, streaming ones (misaligned heads and tails) to every
+  // destination, and to one of the two only (a slot streamed, the output not, or the reverse);
+  // both walks: page by page, and 8 pages at once.
   for (CpuIsa isa : test::supportedIsas()) {
-    for (bool stream : {false, true}) {
+    for (uint32_t stream : {0u, ~0u, 1u, 2u}) {
       for (bool pages : {false, true}) {
         setCpuIsaForTesting(isa);
-        args.streamStores = stream;
+        args.streamDestinations = stream;
         args.crossCorePages = pages;
         std::memset(out[1].data(), 0, count * sizeof(T));
         if (shape.inPlace) {
@@ -94,7 +95,7 @@ void compareIsas(ReduceOpKind op, size_t count, uint64_t seed, IsaCase shape = {
         for (int d = 0; d < 2; ++d) {
           const long long bad = test::firstMismatch<T>(
               out[d].data(), reinterpret_cast<const unsigned char*>(expected.data()), count);
-          ASSERT_EQ(bad, -1) << cpuIsaName(isa) << (stream ? " streaming" : "")
+          ASSERT_EQ(bad, -1) << cpuIsaName(isa) << " streaming mask " << stream
                              << (pages ? " 8 pages at once" : "")
                              << (shape.inPlace ? " in place" : "") << " dst[" << d
                              << "] differs at element " << bad << " (nsrc " << nsrc << ", count "

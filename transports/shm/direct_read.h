@@ -14,7 +14,7 @@
 // (RecvConnection::offerDestination) and into its slot otherwise. Whether that beats the ring
 // depends on the machine and its state (CMA pins every page as it goes; the ring's receiver reads
 // lines still dirty in the sender's cache), so each call may or may not pull as measured per
-// collective and size (src/exec/cpu/pull_policy.h), from LOOM_SHM_CMA_THRESHOLD bytes a step.
+// collective and size (src/exec/cpu/shm_way_policy.h), from LOOM_SHM_CMA_THRESHOLD bytes a step.
 //
 // Safety. A process is identified by a random 64-bit token, not by its pid (pid namespaces
 // reuse numbers), and CMA is used on a connection only after the receiver read the sender's

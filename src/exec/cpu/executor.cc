@@ -14,7 +14,7 @@
 #include "src/exec/cpu/bind_plan.h"
 #include "src/exec/cpu/exchange_now.h"
 #include "src/exec/cpu/progress_engine.h"
-#include "src/exec/cpu/pull_policy.h"
+#include "src/exec/cpu/shm_way_policy.h"
 #include "src/exec/cpu/staging.h"
 #include "src/exec/cpu/task_loop.h"
 #include "src/exec/host_stream.h"
@@ -269,20 +269,21 @@ void buildRuns(Scratch& s) {
   }
 }
 
-// A single call, or a group of Sends and Recvs on one communicator, chooses whether its steps
-// between processes may be pulled with CMA and reports how long it took (pull_policy.h) when it
-// runs alone; other groups, and a call beside others, pull only in "always" mode. Decided as
-// the call registers, under the engine's lock.
-struct PullChoice {
+// A single call, or a group of Sends and Recvs on one communicator, chooses how its steps
+// between processes move (shm_way_policy.h: the ring, the ring with streamed stores, or CMA
+// pulls) and reports how long it took when it runs alone; other groups, and a call beside
+// others, pull only in "always" mode and go through the ring otherwise. Decided as the call
+// registers, under the engine's lock.
+struct WayChoice {
   std::span<CollOp> ops;          // the single call or the Send/Recv group; empty: neither
   std::span<CpuCallFlags> flags;  // their flags
-  PullPolicy::Ticket ticket;
+  ShmWayPolicy::Ticket ticket;
   std::chrono::steady_clock::time_point start;
 
-  // A group that may pull: Sends and Recvs of one communicator, none of whose inputs a Recv
+  // A group that may choose: Sends and Recvs of one communicator, none of whose inputs a Recv
   // of the group overwrites (those are copied, never pulled: timing them would only time the
   // ring twice, in the group of the out-of-place calls of that size).
-  static bool isPullableP2pGroup(std::span<const CollOp> ops) {
+  static bool isChoosingP2pGroup(std::span<const CollOp> ops) {
     if (ops.size() < 2) return false;
     for (const CollOp& op : ops)
       if ((op.kind != CollKind::kSend && op.kind != CollKind::kRecv) || op.comm != ops[0].comm ||
@@ -291,8 +292,8 @@ struct PullChoice {
     return true;
   }
   static void decide(void* self, size_t, bool alone) {
-    PullChoice& p = *static_cast<PullChoice*>(self);
-    PullPolicy& policy = cpuExecutorOf(*p.ops[0].comm).pullPolicy();
+    WayChoice& p = *static_cast<WayChoice*>(self);
+    ShmWayPolicy& policy = cpuExecutorOf(*p.ops[0].comm).shmWayPolicy();
     if (p.ops.size() == 1) {
       p.ticket = policy.decide(p.ops[0].kind, p.ops[0].count * dataTypeSize(p.ops[0].type));
     } else {
@@ -301,10 +302,13 @@ struct PullChoice {
       p.ticket = policy.decideP2pGroup(largest);
     }
     if (!alone) {
-      p.ticket.pull = policy.pullsAlways();
+      p.ticket.way = policy.fixedWay();
       p.ticket.group = -1;  // its time would be the other runs' too
     }
-    for (CpuCallFlags& f : p.flags) f.mayPull = p.ticket.pull;
+    for (CpuCallFlags& f : p.flags) {
+      f.mayPull = p.ticket.pulls();
+      f.streamSlots = p.ticket.streamsSlots();
+    }
     // Only measured calls read the clock (a small call's whole cost is well under a
     // microsecond).
     if (p.ticket.group >= 0) p.start = std::chrono::steady_clock::now();
@@ -329,7 +333,7 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
     CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
     flags[i].streamStores = executor.streamsStores(largestBufferBytes(ops[i]));
     flags[i].crossCoreCopies = executor.crossCoreCopies();
-    if (ops.size() > 1) flags[i].mayPull = executor.pullPolicy().pullsAlways();
+    if (ops.size() > 1) flags[i].mayPull = executor.shmWayPolicy().pullsAlways();
   }
   bool anySelf = false;
   scratch.firstTask.assign(ops.size(), 0);
@@ -379,20 +383,20 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
     }
   }
   buildRuns(scratch);
-  PullChoice pull;
+  WayChoice way;
   RegisterHook hook;
-  if (ops.size() == 1 || PullChoice::isPullableP2pGroup(ops)) {
-    pull.ops = ops;
-    pull.flags = flags;
-    hook = RegisterHook{&PullChoice::decide, &pull};
+  if (ops.size() == 1 || WayChoice::isChoosingP2pGroup(ops)) {
+    way.ops = ops;
+    way.flags = flags;
+    hook = RegisterHook{&WayChoice::decide, &way};
   }
   driveRuns(scratch.comms, scratch.runPtrs, hook);
-  if (pull.ticket.group >= 0) {
-    const auto took = std::chrono::steady_clock::now() - pull.start;
-    Comm& c = *pull.ops[0].comm;
+  if (way.ticket.group >= 0) {
+    const auto took = std::chrono::steady_clock::now() - way.start;
+    Comm& c = *way.ops[0].comm;
     engineOf(c).locked([&] {
-      cpuExecutorOf(c).pullPolicy().record(
-          pull.ticket, static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
+      cpuExecutorOf(c).shmWayPolicy().record(
+          way.ticket, static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
     });
   }
 }
@@ -400,9 +404,9 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
 }  // namespace
 
 CpuExecutor::CpuExecutor(const Comm& comm)
-    : pullPolicy_(PullPolicy::fromEnv(plannerState(comm).oversubscribed(),
-                                      plannerState(comm).networkOnly(),
-                                      plannerState(comm).slotBytes())),
+    : shmWayPolicy_(ShmWayPolicy::fromEnv(plannerState(comm).oversubscribed(),
+                                          plannerState(comm).networkOnly(),
+                                          plannerState(comm).slotBytes())),
       streamMinBytes_(plannerState(comm).streamStoreMinBytes()),
       crossCoreCopies_(!plannerState(comm).oversubscribed()) {}
 

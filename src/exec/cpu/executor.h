@@ -25,7 +25,7 @@
 #include "src/comm/connection_key.h"
 #include "src/exec/cpu/exchange_now.h"
 #include "src/exec/cpu/progress_engine.h"
-#include "src/exec/cpu/pull_policy.h"
+#include "src/exec/cpu/shm_way_policy.h"
 #include "src/exec/device_executor.h"
 #include "src/plan/coll.h"
 
@@ -64,7 +64,7 @@ void pairOverwrittenInputs(std::vector<CollOp>& ops, std::vector<RecvInterval>& 
                            std::vector<SendRecvOverlap>& overlaps);
 
 // The executor of a CPU communicator, and what it keeps per communicator: the progress engine
-// its calls join, the CMA pull policy, the fast path's cached plan and the host streams.
+// its calls join, the shared-memory way policy, the fast path's cached plan and the host streams.
 class CpuExecutor final : public Executor {
  public:
   explicit CpuExecutor(const Comm& comm);
@@ -80,9 +80,9 @@ class CpuExecutor final : public Executor {
 
   // Runs this communicator's operations together (progress_engine.h).
   ProgressEngine& engine() { return engine_; }
-  // Whether a call's steps may be pulled with CMA (pull_policy.h); used under the engine's
+  // How a call's steps between processes move (shm_way_policy.h); used under the engine's
   // lock (ProgressEngine::enter, ::locked).
-  PullPolicy& pullPolicy() { return pullPolicy_; }
+  ShmWayPolicy& shmWayPolicy() { return shmWayPolicy_; }
   // The fast path's plan for the last small AllReduce (exchange_now.h); used while driving
   // alone (ProgressEngine::tryExclusive).
   ExchangeNowPlan& exchangeNowPlan() { return exchangeNowPlan_; }
@@ -96,7 +96,7 @@ class CpuExecutor final : public Executor {
 
  private:
   ProgressEngine engine_;
-  PullPolicy pullPolicy_;
+  ShmWayPolicy shmWayPolicy_;
   size_t streamMinBytes_ = 0;
   bool crossCoreCopies_ = false;
   ExchangeNowPlan exchangeNowPlan_;

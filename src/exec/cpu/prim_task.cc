@@ -52,10 +52,11 @@ void copyBytes(void* dst, const void* src, size_t bytes, bool crosses) {
 // A pure copy to every destination, bit-exact: one read of the source. With several
 // destinations (output and slot) it goes tile by tile, the first copy's tile still in cache
 // when the others read it, instead of reading the whole source once per destination.
-// With `stream`, every destination is written with non-temporal stores (streamCopy), each
-// from the source's tile, which the first one brought into cache. Otherwise a copy that
-// `crossing` marks walks 8 pages at once (crossCoreCopy), the others go through memcpy.
-void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool stream,
+// A destination whose bit is set in `stream` is written with non-temporal stores
+// (streamCopy) from the source's tile, which the first copy brought into cache. Otherwise a
+// copy that `crossing` marks walks 8 pages at once (crossCoreCopy), the others go through
+// memcpy.
+void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, uint32_t stream,
                Crossing crossing) {
   constexpr size_t kTile = 64 * 1024;
   int first = -1;  // the destination that is not the source, read back per tile
@@ -65,19 +66,26 @@ void copyToAll(const void* src, void* const* dst, int ndst, size_t bytes, bool s
   if (first < 0) return;  // in place everywhere
   const bool firstCrosses =
       (crossing.sources & 1) != 0 || (crossing.destinations >> first & 1) != 0;
+  // A streamed destination leaves no copy in cache to read back: the others copy the source.
+  const bool firstStreams = (stream >> first & 1) != 0;
   for (size_t off = 0; off < bytes; off += kTile) {
     const size_t n = bytes - off < kTile ? bytes - off : kTile;
     const char* from = static_cast<const char*>(src) + off;
-    if (stream) {
-      for (int d = 0; d < ndst; ++d)
-        if (dst[d] != src) streamCopy(static_cast<char*>(dst[d]) + off, from, n);
-      continue;
+    char* firstAt = static_cast<char*>(dst[first]) + off;
+    if (firstStreams) {
+      streamCopy(firstAt, from, n);
+    } else {
+      copyBytes(firstAt, from, n, firstCrosses);
     }
-    const char* copied = static_cast<const char*>(dst[first]) + off;
-    copyBytes(static_cast<char*>(dst[first]) + off, from, n, firstCrosses);
+    const char* copied = firstStreams ? from : firstAt;
     for (int d = first + 1; d < ndst; ++d) {
       if (dst[d] == src || dst[d] == dst[first]) continue;
-      copyBytes(static_cast<char*>(dst[d]) + off, copied, n, (crossing.destinations >> d & 1) != 0);
+      char* at = static_cast<char*>(dst[d]) + off;
+      if ((stream >> d & 1) != 0) {
+        streamCopy(at, copied, n);
+      } else {
+        copyBytes(at, copied, n, (crossing.destinations >> d & 1) != 0);
+      }
     }
   }
 }
@@ -303,12 +311,12 @@ bool PrimTask::runStep(const void* const* received) {
   stepOperands(s.prim, s.final, buffers, args);
   args.count = s.count;
   args.scalar = op_->scalar;
-  args.streamStores = flags_->streamStores;
+  args.streamDestinations = flags_->streamStores ? ~0u : 0u;
   // Pure copies (no reduction, no pre/post-op to apply) are byte copies: bit-exact for every
   // value, NaN payloads included, and as fast as memcpy gets.
   if (args.count > 0 && args.nsrc > 0 && args.ndst > 0) {
     Crossing crossing;
-    if (flags_->crossCoreCopies && bytes >= kCrossCoreBlockBytes) {
+    if (flags_->streamSlots || (flags_->crossCoreCopies && bytes >= kCrossCoreBlockBytes)) {
       for (int src = 0; recvs && src < args.nsrc; ++src)
         for (int i = 0; i < nrecv; ++i)
           if (args.src[src] == received[i] &&
@@ -320,8 +328,10 @@ bool PrimTask::runStep(const void* const* received) {
               sharedSlotOf(links_.send[i]->view(), fill[i]) >= 0)
             crossing.destinations |= 1u << d;
     }
+    if (flags_->streamSlots) args.streamDestinations |= crossing.destinations;
+    if (!flags_->crossCoreCopies || bytes < kCrossCoreBlockBytes) crossing = Crossing{};
     if (args.nsrc == 1 && !opApplies) {
-      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamStores, crossing);
+      copyToAll(args.src[0], args.dst, args.ndst, bytes, args.streamDestinations, crossing);
     } else {
       args.crossCorePages = (crossing.sources | crossing.destinations) != 0;
       if (kernel_ != nullptr) {

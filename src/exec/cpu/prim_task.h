@@ -51,11 +51,14 @@ void checkReceived(const TaskLabel& label, const CollOp& op, int peer, uint32_t 
 
 // What the CPU executor decides for a call's host steps, beside its plan.
 struct CpuCallFlags {
-  // Steps between processes may be pulled with CMA (pull_policy.h).
+  // Steps between processes may be pulled with CMA (shm_way_policy.h).
   bool mayPull = false;
   // Steps write the output and the peers' slots with non-temporal stores: large calls
   // (LOOM_STREAM_STORE_THRESHOLD), whose data would only evict the caches.
   bool streamStores = false;
+  // Steps write the slots a peer on another core reads with non-temporal stores, where
+  // that measured faster (shm_way_policy.h: the streamed ring).
+  bool streamSlots = false;
   // Copies out of and into shared-memory slots use crossCoreCopy (cross_core_copy.h), and
   // reductions that read or write them walk 8 pages at once too (ReduceCopyArgs::crossCorePages):
   // every rank of this host has a CPU of its own, so a slot's other end is another core. Not with
@@ -119,7 +122,7 @@ class PrimTask {
   void setStagesSends() { stagesSends_ = true; }
   bool stagesSends() const { return stagesSends_; }
   // The CPU executor's choices for the task's call; read at every step, so a choice made as
-  // the task registers (the pull policy's) still applies. Not set: neither.
+  // the task registers (the shared-memory way policy's) still applies. Not set: neither.
   void setFlags(const CpuCallFlags* flags) { flags_ = flags; }
   // Throws RemoteError when the peer of the connection this task waits on is gone
   // (Connection::checkPeer; the executor asks during long waits).

@@ -115,7 +115,7 @@ class ProgressEngine {
   void retire(Run& run, bool mine);
   // Driver: fails every active run with `error` and retires them all.
   void failAll(std::exception_ptr error);
-  // Runs `f` under the engine's lock (PullPolicy bookkeeping of a finished call).
+  // Runs `f` under the engine's lock (ShmWayPolicy bookkeeping of a finished call).
   template <typename F>
   void locked(F&& f) {
     std::lock_guard<std::mutex> lock(mutex_);
