@@ -333,7 +333,11 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
     CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
     flags[i].streamStores = executor.streamsStores(largestBufferBytes(ops[i]));
     flags[i].crossCoreCopies = executor.crossCoreCopies();
-    if (ops.size() > 1) flags[i].mayPull = executor.shmWayPolicy().pullsAlways();
+    if (ops.size() > 1) {  // a group that does not choose (WayChoice) takes the fixed way
+      const ShmWay way = executor.shmWayPolicy().fixedWay();
+      flags[i].mayPull = way == ShmWay::kPull;
+      flags[i].streamSlots = way == ShmWay::kStreamedRing;
+    }
   }
   bool anySelf = false;
   scratch.firstTask.assign(ops.size(), 0);
