@@ -245,10 +245,12 @@ int destroyQp(ibv_qp* handle) {
     qp->dev->qps.erase(it);
   }
   {
-    std::lock_guard<std::mutex> lock(qp->mu);
+    std::unique_lock<std::mutex> lock(qp->mu);
     qp->stop = true;
     qp->epoch++;
     qp->cv.notify_all();
+    // A responder call that already passed its checks finishes moving its bytes first.
+    qp->cv.wait(lock, [qp] { return qp->moving == 0; });
   }
   int fd = qp->connFd.load();
   if (fd >= 0) shutdown(fd, SHUT_RDWR);  // unblocks a worker waiting on the responder

@@ -72,7 +72,12 @@ struct Qp {
   bool stop = false;
   uint32_t expectedPsn = 0;  // responder
   bool answeredOne = false;  // responder: expectedPsn - 1 was executed (a retry is a duplicate)
-  uint32_t remoteIpv4 = 0;   // from the RTR destination GID
+  // Responder calls moving bytes between a request's connection and registered memory, which
+  // they do outside mu; destroy waits for them, so that, as on a real NIC, no byte of a region
+  // is touched once the QP is gone (a retried READ's second response could otherwise read
+  // memory the application freed after destroying the QP and deregistering it).
+  int moving = 0;
+  uint32_t remoteIpv4 = 0;  // from the RTR destination GID
   uint16_t remotePort = 0;
 
   uint32_t sqPsn = 0;  // requester: the next request's PSN

@@ -109,6 +109,7 @@ bool Qp::respond(uint32_t srcQpn, const wire::Request& req, int fd) {
     rq.pop_front();
   }
   uint64_t forEpoch = epoch;
+  ++moving;
   lock.unlock();
   bool moved;
   if (req.op == wire::kRead) {
@@ -120,10 +121,16 @@ bool Qp::respond(uint32_t srcQpn, const wire::Request& req, int fd) {
     lock.lock();
     if (epoch == forEpoch) expectedPsn = (expectedPsn + 1) & kPsnMask;
     lock.unlock();
-    return wire::writev(fd, iov);
+    const bool sent = wire::writev(fd, iov);
+    lock.lock();
+    --moving;
+    cv.notify_all();
+    return sent;
   }
   moved = wire::readv(fd, iov);
   lock.lock();
+  --moving;
+  cv.notify_all();
   if (!moved) {
     // The requester vanished mid-message: the receive was not used, the PSN not consumed.
     if (consumesRecv && epoch == forEpoch) rq.push_front(std::move(recv));
