@@ -4,7 +4,7 @@
 // nor the ring's calls before every slot was written once; a way's time is that of its latest
 // run of calls; a change of the machine's state flips the choice; one slow call does not; small
 // calls and groups of other sizes or collectives are counted apart; the environment sets which
-// ways there are; a bad LOOM_SHM_CMA_MODE fails communicator init naming the variable.
+// ways there are; bad settings fail init (ForcedChoicesErrors in tests/coll/protocol_algo_test.cc).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -335,19 +335,6 @@ TEST(ShmWayPolicy, TheEnvironmentSetsTheWays) {
   ShmWayPolicy over = ShmWayPolicy::fromEnv(true, false, 2 << 20);
   EXPECT_EQ(over.ways(1 << 20), 1u);
   EXPECT_FALSE(over.decide(CollKind::kAllReduce, 1 << 20).streamsSlots());
-}
-
-// A setting that is not one fails communicator init, naming the variable.
-TEST(ShmWayPolicyErrors, UnknownSettingsFailInit) {
-  for (auto [name, value] :
-       {std::pair{"LOOM_SHM_CMA_MODE", "sometimes"}, std::pair{"LOOM_SHM_STREAM_SLOTS", "yes"}}) {
-    test::ScopedEnv env(name, value);
-    loomComm_t comms[2] = {};
-    int devices[2] = {LOOM_DEVICE_CPU, LOOM_DEVICE_CPU};
-    EXPECT_EQ(loomCommInitAll(comms, 2, devices), loomInvalidArgument) << name;
-    EXPECT_NE(std::string(loomGetLastError(nullptr)).find(name), std::string::npos)
-        << loomGetLastError(nullptr);
-  }
 }
 
 }  // namespace

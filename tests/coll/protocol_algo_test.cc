@@ -211,9 +211,10 @@ TEST(ForcedChoicesPlan, AllGatherExchangeStagesNothingBetweenThreads) {
 // with a message naming the variable, not some later call.
 TEST(ForcedChoicesErrors, UnknownProtocolOrAlgorithmFailsInit) {
   const std::pair<const char*, const char*> cases[] = {
-      {"LOOM_PROTO", "carrier-pigeon"},  {"LOOM_ALGO", "telepathy"},
-      {"LOOM_LL_THRESHOLD", "-5"},       {"LOOM_EXCHANGE_THRESHOLD", "-1"},
-      {"LOOM_DOUBLING_THRESHOLD", "-3"}, {"LOOM_STREAM_STORE_THRESHOLD", "-2"}};
+      {"LOOM_PROTO", "carrier-pigeon"},   {"LOOM_ALGO", "telepathy"},
+      {"LOOM_LL_THRESHOLD", "-5"},        {"LOOM_EXCHANGE_THRESHOLD", "-1"},
+      {"LOOM_DOUBLING_THRESHOLD", "-3"},  {"LOOM_STREAM_STORE_THRESHOLD", "-2"},
+      {"LOOM_SHM_CMA_MODE", "sometimes"}, {"LOOM_SHM_STREAM_SLOTS", "yes"}};
   for (const auto& [name, value] : cases) {
     test::ScopedEnv env(name, value);
     loomComm_t comms[2] = {};
