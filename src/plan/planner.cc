@@ -688,7 +688,12 @@ TaskLabel exchangeLabel(const CollOp& op, uint64_t number, int channel, const ch
 void linkExchangeTasks(const CollOp& op, TaskPlan& send, TaskPlan& fold, int sendIndex) {
   fold.inputPosition = op.comm->rank();
   if (op.sendbuff == op.recvbuff) {
+    // The fold overwrites the input, so the send copies it first. Between processes the copy
+    // goes once into the staging region, which every peer maps and folds from, where a slot
+    // copy per peer makes each line cross between cores twice: 2 processes, 64-256 KiB, near
+    // state 2.8-3.6x (docs/performance.md, "AllReduce in place").
     send.copyInput = true;
+    send.stagesSends = plannerState(*op.comm).processesShareMemory();
     fold.gate = sendIndex;
   }
 }

@@ -68,8 +68,9 @@ class PlannerState final : public CommLayerState {
   // LOOM_EXCHANGE_THRESHOLD: AllReduce takes the exchange algorithm (one step; every rank sends
   // its input to every other) while (nranks - 1)^2 x bytes <= this: each rank sends and reduces
   // (n-1) times its data, and more ranks share the same cores. Default 256 KiB: with 2 ranks the
-  // exchange beats the ring up to there over shared memory and TCP, and with 4 ranks on 2 cores
-  // up to 32 KiB, near the 28 KiB this bound gives them (docs/performance.md).
+  // exchange beats the ring up to there over TCP and between threads, and with 4 ranks on 2
+  // cores up to 32 KiB, near the 28 KiB this bound gives them (docs/performance.md). Between
+  // processes of one host 128 KiB (planner_state.cc): 2 ranks, and 3 on 2 cores (32 KiB).
   size_t exchangeMaxBytes_ = 0;
   // LOOM_DOUBLING_THRESHOLD: where every link is a network link (networkOnly_), AllReduce of
   // more than 2 ranks takes recursive doubling while doublingSteps_ x bytes <= this: the

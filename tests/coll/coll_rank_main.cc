@@ -31,18 +31,19 @@ namespace {
 using namespace loom::colltest;
 
 // Every type (and a few ops) of one collective at counts 1, 7, 4099, cycling placements.
-// AllReduce also at 50021 (prime): between 2 processes the exchange carries it in pieces (4 of
-// float32, 2 of 16-bit types, 1 of 8-bit ones, planner.cc), and from 3 ranks or 8-byte types
-// the ring does. Broadcast and Reduce also at 300007 (prime): at least 4 pieces of 64 KiB for
-// every type, so the chain goes in pieces between processes (planner.cc); Broadcast's does with
-// more ranks than CPUs too, where Reduce's goes whole. AllGather also at 65537 (prime): at
-// least 64 KiB a rank for every type, so from 3 processes with more ranks than CPUs it goes in
-// one exchange with staged sends (planner_state.cc).
+// AllReduce also at 30011 (prime): between 2 processes the exchange carries it (in 2 pieces of
+// float32, whole for smaller types, planner.cc; in place through the staging region), and the
+// ring carries 8-byte types there and every type but the 8-bit ones from 3 ranks. Broadcast and
+// Reduce also at 300007 (prime): at least 4 pieces of 64 KiB for every type, so the chain goes in
+// pieces between processes (planner.cc); Broadcast's does with more ranks than CPUs too, where
+// Reduce's goes whole. AllGather also at 65537 (prime): at least 64 KiB a rank for every type, so
+// from 3 processes with more ranks than CPUs it goes in one exchange with staged sends
+// (planner_state.cc).
 void collective(Kind kind, loomComm_t comm, int n, int rank) {
   const Op ops[] = {Op::kSum, Op::kAvg, Op::kMax, Op::kPreMulDev};
   const bool chain = kind == Kind::kBroadcast || kind == Kind::kReduce;
   const std::vector<size_t> counts =
-      kind == Kind::kAllReduce   ? std::vector<size_t>{1, 7, 4099, 50021}
+      kind == Kind::kAllReduce   ? std::vector<size_t>{1, 7, 4099, 30011}
       : chain                    ? std::vector<size_t>{1, 7, 4099, 300007}
       : kind == Kind::kAllGather ? std::vector<size_t>{1, 7, 4099, 65537}
                                  : std::vector<size_t>{1, 7, 4099};

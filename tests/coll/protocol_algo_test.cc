@@ -144,6 +144,28 @@ TEST(DefaultChoice, DoublingOverTheNetworkOnly) {
   }
 }
 
+// The exchange's bound on (n-1)^2 x bytes: 256 KiB between threads of one process (128 KiB
+// between processes of one host, planner_state.cc), LOOM_EXCHANGE_THRESHOLD where it is set.
+TEST(DefaultChoice, ExchangeBoundBetweenThreads) {
+  auto algorithm = [](const CommSet& comms, size_t bytes) {
+    return plannerState(*findComm(comms[0])).choose(CollKind::kAllReduce, bytes).algorithm;
+  };
+  {
+    CommSet pair(2);
+    ASSERT_TRUE(pair.ok());
+    EXPECT_FALSE(plannerState(*findComm(pair[0])).processesShareMemory());
+    EXPECT_EQ(algorithm(pair, 256 << 10), Algorithm::kExchange);
+    EXPECT_NE(algorithm(pair, (256 << 10) + 1), Algorithm::kExchange);
+  }
+  {
+    test::ScopedEnv bound("LOOM_EXCHANGE_THRESHOLD", "65536");
+    CommSet three(3);
+    ASSERT_TRUE(three.ok());
+    EXPECT_EQ(algorithm(three, 16 << 10), Algorithm::kExchange);  // 2^2 x 16 KiB
+    EXPECT_NE(algorithm(three, (16 << 10) + 1), Algorithm::kExchange);
+  }
+}
+
 // NCCL users write NCCL_PROTO=LL and NCCL_ALGO=Ring: the overrides are case-insensitive.
 TEST(ForcedChoices, OverridesIgnoreCase) {
   test::ScopedEnv proto("LOOM_PROTO", "LL");
@@ -179,9 +201,10 @@ TEST(DefaultChoice, StreamStoresWhereTheCallOutgrowsTheCache) {
   }
 }
 
-// AllGather's exchange stages its sends only between processes: threads of one process read
-// the sender's buffer in place, so a staging copy would be one copy too many.
-TEST(ForcedChoicesPlan, AllGatherExchangeStagesNothingBetweenThreads) {
+// The exchange stages its sends only between processes: threads of one process read the
+// sender's buffer in place (AllGather), or fold from the slot the in-place send copies into,
+// so a staging copy would be one copy too many.
+TEST(ForcedChoicesPlan, ExchangeStagesNothingBetweenThreads) {
   test::ScopedEnv force("LOOM_ALGO", "exchange");
   constexpr int kRanks = 3;
   constexpr size_t kCount = 1 << 16;
@@ -189,22 +212,26 @@ TEST(ForcedChoicesPlan, AllGatherExchangeStagesNothingBetweenThreads) {
   ASSERT_TRUE(comms.ok());
   std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount, 1.0f));
   std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount * kRanks));
-  test::runThreads(kRanks, [&](int r) {  // makes the connections the plan binds to
+  test::runThreads(kRanks, [&](int r) {  // makes the connections the plans bind to
     ASSERT_LOOM_OK(
         loomAllGather(in[r].data(), out[r].data(), kCount, loomFloat32, comms[r], nullptr));
+    ASSERT_LOOM_OK(
+        loomAllReduce(in[r].data(), in[r].data(), kCount, loomFloat32, loomSum, comms[r], nullptr));
   });
-  CollOp op;
-  op.kind = CollKind::kAllGather;
-  op.comm = findComm(comms[0]);
-  op.sendbuff = in[0].data();
-  op.recvbuff = out[0].data();
-  op.count = kCount;
-  choosePlan(op);
-  ASSERT_EQ(op.algorithm, Algorithm::kExchange);
-  Plan plan;
-  buildPlan(op, 1, plan);
-  ASSERT_EQ(plan.tasks.size(), size_t{kRanks});
-  for (const TaskPlan& t : plan.tasks) EXPECT_FALSE(t.stagesSends) << t.label.str();
+  for (CollKind kind : {CollKind::kAllGather, CollKind::kAllReduce}) {
+    CollOp op;
+    op.kind = kind;
+    op.comm = findComm(comms[0]);
+    op.sendbuff = in[0].data();
+    op.recvbuff = kind == CollKind::kAllReduce ? in[0].data() : out[0].data();  // in place
+    op.count = kCount;
+    choosePlan(op);
+    ASSERT_EQ(op.algorithm, Algorithm::kExchange) << collName(kind);
+    Plan plan;
+    buildPlan(op, 1, plan);
+    ASSERT_FALSE(plan.tasks.empty());
+    for (const TaskPlan& t : plan.tasks) EXPECT_FALSE(t.stagesSends) << t.label.str();
+  }
 }
 
 // The communicator reads its overrides once, at init: a value it does not know fails init
