@@ -30,23 +30,6 @@ size_t chunkElements(size_t slotBytes, size_t elemSize, size_t align) {
   return std::max(align, chunk / align * align);
 }
 
-// The exchange moves a channel's slice in pieces so that a rank folds piece i while its peers
-// still write piece i + 1: the fold's reads overlap the peers' writes instead of following
-// all of them, and a piece is still in the reader's L2 when it is folded. Slices from twice the
-// smallest piece are cut in two to four pieces of 32-64 KiB; smaller ones go whole, since a
-// piece costs a hand-over. Only between processes that share memory: there a hand-over is a
-// few cache lines (docs/perf-model.md, "Unpipelined steps"; 2 processes, 64-256 KiB AllReduce:
-// 1.2-1.35x the exchange in one step). Over TCP a piece is more system calls (0.9x), and
-// threads read each other's input in one copy, where pieces only add hand-overs (0.6-0.9x).
-constexpr size_t kExchangeMinPieceBytes = size_t{32} << 10;
-constexpr size_t kExchangeMaxPieceBytes = size_t{64} << 10;
-
-size_t exchangePieceElements(size_t sliceCount, size_t elemSize, size_t align) {
-  const size_t half = sliceCount * elemSize / 2;
-  if (half < kExchangeMinPieceBytes) return SIZE_MAX;
-  return chunkElements(std::min(half, kExchangeMaxPieceBytes), elemSize, align);
-}
-
 // Pieces of chains and ring AllReduce. A step is passed on only once all of it has arrived,
 // and a slot (LOOM_BUFFSIZE / 8, 2 MiB) holds a medium call's step whole:
 //   - a chain (Broadcast, Reduce) in one piece keeps every rank but one waiting: the root
@@ -358,7 +341,13 @@ struct Planner {
   // so every rank gets the same bits even where the op is not symmetric (max of +0 and -0, NaN
   // payloads). Each rank sends and reduces (n-1) times the data, so it pays only for small
   // calls and few ranks (planner_state.cc). Two ranks use the ring's connections and channels;
-  // more use the point-to-point connections, one channel.
+  // more use the point-to-point connections, one channel. A channel's slice goes in one step
+  // (up to a slot), not in pieces that would let a fold overlap the peer's writes: between
+  // processes pieces of 32-64 KiB measured slower where cache lines cross fast (AMD EPYC VM,
+  // 2 processes, 12 interleaved runs, near state, 64 KiB out of place / in place 9.8 / 6.9 us
+  // in pieces against 5.3 / 4.7 whole, 128 KiB 18.0 / 12.4 against 10.3 / 7.9) and no faster
+  // in place where they cross slowly (far state, 6 runs: 64 KiB 18.6 against 16.8 us); pulled
+  // out of place they gained there (13.7 against 17.0 us), which beats Intel MPI either way.
   void exchange() {
     for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
       PlanLinks out, in;
@@ -672,8 +661,6 @@ bool exchangeLinks(const CollOp& op, int channel, PlanLinks& out, PlanLinks& in,
     in.addRecv(p);
     chunk = std::min(chunk, chunkElements(std::min(send->slotBytes(), common), elem, align));
   }
-  if (plannerState(c).processesShareMemory())
-    chunk = std::min(chunk, exchangePieceElements(exchangeSlice(op, channel).count, elem, align));
   return true;
 }
 

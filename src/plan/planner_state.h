@@ -48,8 +48,9 @@ class PlannerState final : public CommLayerState {
   bool networkOnly() const { return networkOnly_; }
   // Every rank is on this host, not all in one process, and they share memory (shm): a step
   // between processes is copied into a slot and out again, a hand-over in memory cheap enough
-  // to cut a step into pieces that pipeline (planner.cc's exchange). Threads of one process
-  // read each other's buffers in one copy instead, and pieces only add hand-overs there.
+  // to cut a step into pieces that pipeline (planner.cc's chains and rings), and a copy that
+  // every peer maps (a staging region) saves a copy per peer. Threads of one process read each
+  // other's buffers in one copy instead, and pieces only add hand-overs there.
   bool processesShareMemory() const { return processesShareMemory_; }
   // Every rank of the communicator runs on the CPU (no CUDA rank): the same on every rank.
   bool cpuRanksOnly() const { return cpuRanksOnly_; }
