@@ -677,8 +677,8 @@ void linkExchangeTasks(const CollOp& op, TaskPlan& send, TaskPlan& fold, int sen
   if (op.sendbuff == op.recvbuff) {
     // The fold overwrites the input, so the send copies it first. Between processes the copy
     // goes once into the staging region, which every peer maps and folds from, where a slot
-    // copy per peer makes each line cross between cores twice: 2 processes, 64-256 KiB, near
-    // state 2.8-3.6x (docs/performance.md, "AllReduce in place").
+    // copy per peer makes each line cross between cores twice (2 processes, 64-128 KiB:
+    // docs/performance.md, "AllReduce up to 128 KiB").
     send.copyInput = true;
     send.stagesSends = plannerState(*op.comm).processesShareMemory();
     fold.gate = sendIndex;
