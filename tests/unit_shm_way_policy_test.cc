@@ -12,7 +12,9 @@
 #include <utility>
 
 #include "loom/loom.h"
+#include "src/base/error.h"
 #include "src/exec/cpu/shm_way_policy.h"
+#include "src/kernels/cross_core_copy.h"
 #include "tests/test_util.h"
 
 namespace loom {
@@ -282,35 +284,82 @@ TEST(ShmWayPolicy, AStateChangeAmongThreeWaysMovesTheChoiceToTheNowFastest) {
   EXPECT_EQ(s.substr(162), std::string(138, 's'));
 }
 
-// LOOM_SHM_CMA_THRESHOLD=0 leaves the ring and the streamed ring; steps below the CMA
-// threshold are never pulled, so their groups try the other two only; LOOM_SHM_STREAM_SLOTS=0
-// leaves the ring and CMA, and with neither nothing is timed; =1 streams the ring's steps of
-// every call that does not pull, measured or not.
+// The fourth way, the walked ring (w), warms up after the pull and wins where it is fastest;
+// the plain ring is then explored like any other way.
+TEST(ShmWayPolicy, TheWalkedRingIsTheFourthWay) {
+  ShmWayPolicy p(ShmWayPolicy::Mode::kAuto, kMin, kRing, /*streamedRing=*/true,
+                 /*streamsAlways=*/false, /*walkedRing=*/true);
+  EXPECT_EQ(p.ways(65536), 15u);
+  EXPECT_EQ(p.warmupCalls(65536), 12u);
+  std::string s;
+  for (int i = 0; i < 300; ++i) {
+    const ShmWayPolicy::Ticket t = p.decide(CollKind::kAllReduce, 65536);
+    const char way = "rspw"[static_cast<int>(t.way)];
+    s += way;
+    p.record(t, way == 'w' ? 3000 : way == 's' ? 6000 : 9000);
+  }
+  EXPECT_EQ(s.substr(0, 12),
+            "rrrsssppp"
+            "www");
+  EXPECT_EQ(s.substr(12, 20), std::string(20, 'w'));
+  EXPECT_EQ(s.substr(32, 9), "rrrsssppp");  // a burst of each other way, in way order
+  EXPECT_EQ(s.substr(41, 215), std::string(215, 'w'));
+  EXPECT_EQ(s.substr(256, 9), "rrrsssppp");
+}
+
+// LOOM_SHM_CMA_THRESHOLD=0 leaves the ring, the streamed ring and the walked ring; steps below
+// the CMA threshold are never pulled, so their groups try the other three only;
+// LOOM_SHM_STREAM_SLOTS=0 leaves the streamed ring out, LOOM_SHM_PAGE_WALK=0 the walked ring,
+// and with none of the three nothing is timed; STREAM_SLOTS=1 streams the ring's steps of every
+// call that does not pull, measured or not, and PAGE_WALK=1 walks every way.
 TEST(ShmWayPolicy, TheEnvironmentSetsTheWays) {
+  constexpr uint32_t kR = 1, kS = 2, kP = 4, kW = 8;  // bits of ShmWay
   {
     test::ScopedEnv off("LOOM_SHM_CMA_THRESHOLD", "0");
     ShmWayPolicy p = ShmWayPolicy::fromEnv(false, false, 2 << 20);
-    EXPECT_EQ(p.ways(1 << 20), 3u);  // ring and streamed ring
+    EXPECT_EQ(p.ways(1 << 20), kR | kS | kW);
     const ShmWayPolicy::Ticket t = p.decide(CollKind::kAllReduce, 1 << 20);
     EXPECT_GE(t.group, 0);
     EXPECT_FALSE(t.pulls());
     test::ScopedEnv noStream("LOOM_SHM_STREAM_SLOTS", "0");
+    EXPECT_EQ(ShmWayPolicy::fromEnv(false, false, 2 << 20).ways(1 << 20), kR | kW);
+    test::ScopedEnv noWalk("LOOM_SHM_PAGE_WALK", "0");
     ShmWayPolicy none = ShmWayPolicy::fromEnv(false, false, 2 << 20);
-    EXPECT_EQ(none.ways(1 << 20), 1u);
+    EXPECT_EQ(none.ways(1 << 20), kR);
     EXPECT_LT(none.decide(CollKind::kAllReduce, 1 << 20).group, 0);
     EXPECT_EQ(none.fixedWay(), ShmWay::kRing);
+    EXPECT_FALSE(none.walks(ShmWay::kRing));
   }
   {
     test::ScopedEnv high("LOOM_SHM_CMA_THRESHOLD", "262144");
     ShmWayPolicy p = ShmWayPolicy::fromEnv(false, false, 2 << 20);
-    EXPECT_EQ(p.ways(65536), 3u);
-    EXPECT_EQ(p.ways(262144), 7u);
-    EXPECT_EQ(p.ways(ShmWayPolicy::kMeasuredMinBytes - 1), 1u);
+    EXPECT_EQ(p.ways(65536), kR | kS | kW);
+    EXPECT_EQ(p.ways(262144), kR | kS | kP | kW);
+    // Steps smaller than a walk's block never walk: nothing to measure.
+    EXPECT_EQ(p.ways(kCrossCoreBlockBytes - 64), kR | kS);
+    EXPECT_EQ(p.ways(ShmWayPolicy::kMeasuredMinBytes - 1), kR);
+    // Only the walked ring walks.
+    EXPECT_TRUE(p.walks(ShmWay::kWalkedRing));
+    EXPECT_FALSE(p.walks(ShmWay::kRing) || p.walks(ShmWay::kStreamedRing) ||
+                 p.walks(ShmWay::kPull));
   }
   {
     test::ScopedEnv noStream("LOOM_SHM_STREAM_SLOTS", "0");
-    EXPECT_EQ(ShmWayPolicy::fromEnv(false, false, 2 << 20).ways(1 << 20), 5u);  // ring and pull
+    EXPECT_EQ(ShmWayPolicy::fromEnv(false, false, 2 << 20).ways(1 << 20), kR | kP | kW);
   }
+  {
+    // Every way walks; none is measured for it.
+    test::ScopedEnv walk("LOOM_SHM_PAGE_WALK", "1");
+    ShmWayPolicy p = ShmWayPolicy::fromEnv(false, false, 2 << 20);
+    EXPECT_EQ(p.ways(1 << 20), kR | kS | kP);
+    EXPECT_TRUE(p.walks(ShmWay::kRing) && p.walks(ShmWay::kStreamedRing) && p.walks(ShmWay::kPull));
+  }
+  EXPECT_THROW(
+      {
+        test::ScopedEnv bad("LOOM_SHM_PAGE_WALK", "sometimes");
+        ShmWayPolicy::fromEnv(false, false, 2 << 20);
+      },
+      Error);
   {
     // Every ring step streams: the group measures that ring against the pull.
     test::ScopedEnv always("LOOM_SHM_STREAM_SLOTS", "1");
@@ -331,10 +380,11 @@ TEST(ShmWayPolicy, TheEnvironmentSetsTheWays) {
                     .decide(CollKind::kAllReduce, 1 << 20)
                     .streamsSlots());
   }
-  // More ranks than CPUs: a fixed rule, nothing timed, nothing streamed.
+  // More ranks than CPUs: a fixed rule, nothing timed, nothing streamed or walked.
   ShmWayPolicy over = ShmWayPolicy::fromEnv(true, false, 2 << 20);
   EXPECT_EQ(over.ways(1 << 20), 1u);
   EXPECT_FALSE(over.decide(CollKind::kAllReduce, 1 << 20).streamsSlots());
+  EXPECT_FALSE(over.walks(ShmWay::kRing) || over.walks(ShmWay::kPull));
 }
 
 }  // namespace

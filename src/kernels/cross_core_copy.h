@@ -7,7 +7,10 @@
 // does), likely gives the hardware prefetchers 8 streams to keep in flight instead of one, so more
 // of those waits overlap. On lines this core already holds, or that are clean in the other core's
 // cache, nothing waits and the walk only costs more than memcpy, so it is for copies that cross
-// and no others (prim_task.cc decides). docs/performance.md ("Medium transfers") has the figures.
+// and no others (prim_task.cc decides). Whether it wins depends on the CPU: on an Intel Xeon VM
+// it did, on an AMD EPYC VM it loses, so it is a way the communicator measures
+// (src/exec/cpu/shm_way_policy.h). docs/performance.md ("Medium transfers", "The page walk")
+// has the figures.
 #pragma once
 
 #include <cstddef>

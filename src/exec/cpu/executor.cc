@@ -308,6 +308,7 @@ struct WayChoice {
     for (CpuCallFlags& f : p.flags) {
       f.mayPull = p.ticket.pulls();
       f.streamSlots = p.ticket.streamsSlots();
+      f.crossCoreCopies = f.crossCoreCopies && policy.walks(p.ticket.way);
     }
     // Only measured calls read the clock (a small call's whole cost is well under a
     // microsecond).
@@ -337,6 +338,7 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
       const ShmWay way = executor.shmWayPolicy().fixedWay();
       flags[i].mayPull = way == ShmWay::kPull;
       flags[i].streamSlots = way == ShmWay::kStreamedRing;
+      flags[i].crossCoreCopies &= executor.shmWayPolicy().walks(way);
     }
   }
   bool anySelf = false;

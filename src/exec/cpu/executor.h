@@ -89,7 +89,8 @@ class CpuExecutor final : public Executor {
   // Whether a host call of `bytes` per rank writes its output and the peers' slots with
   // non-temporal stores (LOOM_STREAM_STORE_THRESHOLD).
   bool streamsStores(size_t bytes) const { return streamMinBytes_ > 0 && bytes >= streamMinBytes_; }
-  // Whether copies through shared-memory slots use crossCoreCopy (CpuCallFlags::crossCoreCopies).
+  // Whether copies through shared-memory slots may use crossCoreCopy (every rank has a CPU of
+  // its own); a call's way says whether they do (CpuCallFlags::crossCoreCopies).
   bool crossCoreCopies() const { return crossCoreCopies_; }
   // Streams created on this communicator, so finalize/destroy/abort can drain them.
   void addStream(std::weak_ptr<HostStream> stream);

@@ -60,9 +60,10 @@ struct CpuCallFlags {
   // that measured faster (shm_way_policy.h: the streamed ring).
   bool streamSlots = false;
   // Copies out of and into shared-memory slots use crossCoreCopy (cross_core_copy.h), and
-  // reductions that read or write them walk 8 pages at once too (ReduceCopyArgs::crossCorePages):
-  // every rank of this host has a CPU of its own, so a slot's other end is another core. Not with
-  // more ranks than CPUs, where a peer often runs on this core and the lines are local.
+  // reductions that read or write them walk 8 pages at once too (ReduceCopyArgs::crossCorePages),
+  // where the call's way walks (ShmWayPolicy::walks) and every rank of this host has a CPU of
+  // its own, so a slot's other end is another core. Not with more ranks than CPUs, where a peer
+  // often runs on this core and the lines are local.
   bool crossCoreCopies = false;
   // Where a task that stages its sends (TaskPlan::stagesSends) copies them: a registered region
   // of at least the call's input bytes, which peers map (staging.h); null: it fills slots.

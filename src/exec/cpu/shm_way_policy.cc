@@ -9,6 +9,7 @@
 #include "src/base/error.h"
 #include "src/base/logging.h"
 #include "src/base/strings.h"
+#include "src/kernels/cross_core_copy.h"
 #include "transports/registry.h"
 #include "transports/transport.h"
 
@@ -35,6 +36,8 @@ const char* wayPhrase(ShmWay w) {
       return "streams its stores into the shared ring";
     case ShmWay::kPull:
       return "pulls with CMA";
+    case ShmWay::kWalkedRing:
+      return "walks 8 pages at once through the shared ring";
   }
   return "?";
 }
@@ -47,6 +50,8 @@ const char* wayName(ShmWay w) {
       return "with streamed stores";
     case ShmWay::kPull:
       return "with CMA";
+    case ShmWay::kWalkedRing:
+      return "walked";
   }
   return "?";
 }
@@ -71,6 +76,12 @@ ShmWayPolicy ShmWayPolicy::fromEnv(bool oversubscribed, bool networkOnly, size_t
                "LOOM_SHM_STREAM_SLOTS='", envString(EnvVar::LOOM_SHM_STREAM_SLOTS),
                "' is not a setting; use auto, 1 or 0");
   const bool streamsAlways = stream == "1";
+  const std::string walk = lowerEnv(EnvVar::LOOM_SHM_PAGE_WALK);
+  LOOM_ENFORCE(walk == "auto" || walk == "1" || walk == "0", InvalidArgument,
+               "LOOM_SHM_PAGE_WALK='", envString(EnvVar::LOOM_SHM_PAGE_WALK),
+               "' is not a setting; use auto, 1 or 0");
+  // Where every rank has a CPU of its own (more ranks than CPUs never walk: executor.cc).
+  const bool walkedRing = walk == "auto" && !oversubscribed, walksAlways = walk == "1";
   const size_t threshold = transport::pullThreshold();
   if (networkOnly) return ShmWayPolicy(Mode::kNever, 0, 0);
   if (oversubscribed) {
@@ -79,12 +90,12 @@ ShmWayPolicy ShmWayPolicy::fromEnv(bool oversubscribed, bool networkOnly, size_t
                         streamsAlways);
   }
   if (mode == "always" && threshold > 0)
-    return ShmWayPolicy(Mode::kAlways, threshold, 0, false, streamsAlways);
+    return ShmWayPolicy(Mode::kAlways, threshold, 0, false, streamsAlways, walkedRing, walksAlways);
   const bool streamedRing = stream == "auto";
-  if (threshold == 0 && !streamedRing)
-    return ShmWayPolicy(Mode::kNever, 0, 0, false, streamsAlways);
+  if (threshold == 0 && !streamedRing && !walkedRing)
+    return ShmWayPolicy(Mode::kNever, 0, 0, false, streamsAlways, false, walksAlways);
   return ShmWayPolicy(Mode::kAuto, threshold, slotBytes * transport::kSlots, streamedRing,
-                      streamsAlways);
+                      streamsAlways, walkedRing, walksAlways);
 }
 
 uint32_t ShmWayPolicy::ringColdCalls(size_t bytesPerRank) const {
@@ -98,6 +109,9 @@ uint32_t ShmWayPolicy::ways(size_t bytesPerRank) const {
   if (mode_ != Mode::kAuto || bytesPerRank < kMeasuredMinBytes) return ways;
   if (streamedRing_) ways |= bitOf(ShmWay::kStreamedRing);
   if (minPullBytes_ > 0 && bytesPerRank >= minPullBytes_) ways |= bitOf(ShmWay::kPull);
+  // Only steps of a whole walk's block or more walk (prim_task.cc).
+  if (walkedRing_ && !streamsAlways_ && bytesPerRank >= kCrossCoreBlockBytes)
+    ways |= bitOf(ShmWay::kWalkedRing);
   return ways;
 }
 

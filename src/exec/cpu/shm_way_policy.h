@@ -1,10 +1,12 @@
 // How a call's steps between processes of one host move their bytes, chosen per call by
-// measuring every way, per collective and size (LOOM_SHM_CMA_MODE=auto, the default). Three ways:
+// measuring every way, per collective and size (LOOM_SHM_CMA_MODE=auto, the default). Four ways:
 //   - the shared ring: the sender copies a step into a slot, the receiver reads it out;
 //   - the ring with streamed stores: the same, but the sender writes the slot with
 //     non-temporal stores, which put the lines in memory rather than in the sender's cache;
 //   - CMA: the receiver pulls the sender's buffer with process_vm_readv
-//     (transports/shm/direct_read.h), one kernel copy.
+//     (transports/shm/direct_read.h), one kernel copy;
+//   - the walked ring: the ring, its copies and reductions through slots walking 8 pages at
+//     once (src/kernels/cross_core_copy.h), where every rank has a CPU of its own.
 //
 // Why measured and not a rule. Which way is faster depends on how the two cores reach each
 // other's caches at the moment, not only on the size. The ring's receiver reads lines the sender
@@ -16,7 +18,9 @@
 // prefetchers stream. CMA reads the sender's input, which is clean, but pays a system call and
 // pins every page. One machine can switch between states within minutes (host_limits'
 // cache-line round trip shows which one it is in), and the same state ranks the ways differently
-// on different CPUs (docs/performance.md, "Where the time goes", has the figures).
+// on different CPUs (docs/performance.md, "Where the time goes", has the figures). The walk
+// is one: between the two vCPUs of an Intel Xeon VM it gained up to 1.25x, between those of
+// an AMD EPYC VM it loses 1.2-1.7x (5x in the exchange of 64 KiB) in either state.
 //
 // How. Calls are grouped by collective (or Send/Recv group) and size (powers of two of the
 // bytes per rank). A group's first calls try each way in turn (warmupCalls()); after that it
@@ -30,7 +34,7 @@
 // The choice only changes how bytes move, never which bytes arrive: a call is correct either way.
 //
 // One group, call by call (the ShmWayPolicy.* unit tests check this schedule), with the ways
-// in the order ring, streamed ring, pull (those the communicator has; ways()):
+// in the order ring, streamed ring, pull, walked ring (those the communicator has; ways()):
 //   - calls 0 .. ringColdCalls() - 1 go through the ring and are not counted (until every slot
 //     of the ring has been written once: at most kSlots calls, at least call 0);
 //   - the next kCountedRingWarmup calls go through the ring and are counted;
@@ -50,15 +54,16 @@
 
 namespace loom {
 
-enum class ShmWay : uint8_t { kRing, kStreamedRing, kPull };
+enum class ShmWay : uint8_t { kRing, kStreamedRing, kPull, kWalkedRing };
 
 class ShmWayPolicy {
  public:
   // kCopies: a fixed rule for more ranks than CPUs (fromEnv), where timing cannot choose.
   enum class Mode : uint8_t { kNever, kAuto, kAlways, kCopies };
-  static constexpr int kWays = 3;
+  static constexpr int kWays = 4;
   // LOOM_SHM_CMA_MODE (auto, always), LOOM_SHM_CMA_THRESHOLD (0: never pull) and
-  // LOOM_SHM_STREAM_SLOTS (auto: a way to measure; 1: every ring step streams, 0: none does).
+  // LOOM_SHM_STREAM_SLOTS (auto: a way to measure; 1: every ring step streams, 0: none does)
+  // and LOOM_SHM_PAGE_WALK (auto: a way to measure; 1: every way walks; 0: none does).
   // Throws InvalidArgument naming the variable for any other value. `slotBytes` is the
   // communicator's ring slot size (PlannerState::slotBytes). With more ranks on the host than
   // CPUs (`oversubscribed`), auto is a fixed rule (kCopies), since measuring cannot tell the
@@ -126,13 +131,18 @@ class ShmWayPolicy {
   // is). `ringBytes` is the data of one connection's shared ring (kSlots slots of
   // LOOM_BUFFSIZE / kSlots). `streamedRing`: the streamed ring is a way to measure (kAuto);
   // `streamsAlways`: every call that does not pull streams its ring steps instead.
+  // `walkedRing`: the walked ring is a way to measure (kAuto); `walksAlways`: every way walks.
+  // Otherwise nothing walks: a streamed slot is read from memory, a pulled step from this
+  // core's own slot, where the walk has no other core's lines to keep in flight.
   ShmWayPolicy(Mode mode, size_t minPullBytes, size_t ringBytes, bool streamedRing = false,
-               bool streamsAlways = false)
+               bool streamsAlways = false, bool walkedRing = false, bool walksAlways = false)
       : mode_(mode),
         minPullBytes_(minPullBytes),
         ringBytes_(ringBytes),
         streamedRing_(streamedRing),
-        streamsAlways_(streamsAlways) {}
+        streamsAlways_(streamsAlways),
+        walkedRing_(walkedRing),
+        walksAlways_(walksAlways) {}
 
   // What a call decided and must report back with its time.
   struct Ticket {
@@ -143,6 +153,9 @@ class ShmWayPolicy {
     bool pulls() const { return way == ShmWay::kPull; }
     bool streamsSlots() const { return way == ShmWay::kStreamedRing; }
   };
+  // Whether a call of way `w` walks 8 pages at once through slots (CpuCallFlags::crossCoreCopies,
+  // where every rank has a CPU of its own).
+  bool walks(ShmWay w) const { return walksAlways_ || w == ShmWay::kWalkedRing; }
   Ticket decide(CollKind kind, size_t bytesPerRank) {
     return decideIn(static_cast<int>(kind), bytesPerRank);
   }
@@ -191,6 +204,8 @@ class ShmWayPolicy {
   size_t ringBytes_;
   bool streamedRing_;
   bool streamsAlways_;
+  bool walkedRing_;
+  bool walksAlways_;
   std::array<Group, kKinds * kSizeClasses> groups_{};
 };
 
