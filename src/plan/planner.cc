@@ -675,12 +675,13 @@ TaskLabel exchangeLabel(const CollOp& op, uint64_t number, int channel, const ch
 void linkExchangeTasks(const CollOp& op, TaskPlan& send, TaskPlan& fold, int sendIndex) {
   fold.inputPosition = op.comm->rank();
   if (op.sendbuff == op.recvbuff) {
-    // The fold overwrites the input, so the send copies it first. Between processes the copy
-    // goes once into the staging region, which every peer maps and folds from, where a slot
-    // copy per peer makes each line cross between cores twice (2 processes, 64-128 KiB:
-    // docs/performance.md, "AllReduce up to 128 KiB").
+    // The fold overwrites the input, so the send copies it first. Between 3 or more
+    // processes the copy goes once into the staging region, which every peer maps and folds
+    // from, instead of once into each peer's slot. Between 2 it goes into the peer's slot:
+    // the same lines cross as through the staging region, and the slot measured faster (AMD
+    // EPYC VM, 64-128 KiB: docs/performance.md, "AllReduce up to 128 KiB").
     send.copyInput = true;
-    send.stagesSends = plannerState(*op.comm).processesShareMemory();
+    send.stagesSends = plannerState(*op.comm).processesShareMemory() && op.comm->nranks() > 2;
     fold.gate = sendIndex;
   }
 }

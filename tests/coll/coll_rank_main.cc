@@ -9,7 +9,8 @@
 // "until-error": AllReduces of 8 floats until one fails (a peer killed by the test),
 // printing "running" after the first 200; prints "error <code>: <message>" and exits 10 +
 // code. "until-error-large": the same with 4 MiB (the general path, several steps).
-// "ring-repeated": one 64 KiB ring shift 40 times (not part of "all").
+// "ring-repeated": one 64 KiB ring shift 40 times (not part of "all"). "exchange-repeated":
+// an 8 KiB AllReduce 40 times, out of place and in place in turn (not part of "all").
 // "streams-p2p": receives from every peer posted on one host stream before the sends on
 // another, an AllReduce on a third, every result checked. "streams-until-error": such rounds
 // (receives first) until one fails, printing "running" after the first 50, then as
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "loom/loom.h"
+#include "src/exec/cpu/exchange_now.h"
 #include "tests/coll/coll_case.h"
 #include "tests/coll/rank_process.h"
 #include "tests/test_util.h"
@@ -30,9 +32,20 @@ namespace {
 
 using namespace loom::colltest;
 
+// One case on this rank, its result checked.
+void runCase(const Case& c, loomComm_t comm, int n, int rank) {
+  RankData d(c, n, rank);
+  check(d.setup(comm), "setup " + describe(c, n), comm);
+  check(d.issue(comm, nullptr), describe(c, n), comm);
+  std::string err = d.verify();
+  if (!err.empty()) fail(err);
+  check(d.teardown(comm), "teardown " + describe(c, n), comm);
+}
+
 // Every type (and a few ops) of one collective at counts 1, 7, 4099, cycling placements.
 // AllReduce also at 30011 (prime): between 2 processes the exchange carries it up to float32
-// (in place through the staging region, planner.cc), the ring 8-byte types; from 3 ranks the
+// (in place through the peer's slot, from 3 processes through the staging region: planner.cc),
+// the ring 8-byte types; from 3 ranks the
 // ring carries every type but the 8-bit ones. Broadcast and Reduce also at 300007 (prime): at
 // least 4 pieces of 64 KiB for every type, so the chain goes in pieces between processes
 // (planner.cc); Broadcast's does with more ranks than CPUs too, where Reduce's goes whole.
@@ -62,12 +75,7 @@ void collective(Kind kind, loomComm_t comm, int n, int rank) {
         c.inPlace = placement == 1 || placement == 3;
         c.sendOffset = placement == 2 ? 1 : 0;
         c.recvOffset = placement == 2 ? 3 : placement == 3 ? 5 : 0;
-        RankData d(c, n, rank);
-        check(d.setup(comm), "setup " + describe(c, n), comm);
-        check(d.issue(comm, nullptr), describe(c, n), comm);
-        std::string err = d.verify();
-        if (!err.empty()) fail(err);
-        check(d.teardown(comm), "teardown " + describe(c, n), comm);
+        runCase(c, comm, n, rank);
       }
     }
   }
@@ -110,6 +118,24 @@ void ringRepeated(loomComm_t comm, int n, int rank) {
     ringOnce(comm, n, rank, loomFloat32, 16384, 40000 + call);
   std::printf("cma-reads %llu\n", static_cast<unsigned long long>(
                                       loom::transport::shm::testing::cmaReadsInThisProcess()));
+}
+
+// An AllReduce of 8 KiB (one slot of the "cma" runs' 64 KiB rings: the exchange's fast path,
+// exchange_now.h) 40 times, out of place and in place in turn, every result checked. Prints how
+// many steps this rank pulled and how many calls took the fast path ("cma-reads N fast M"): the
+// fast path moves its steps as the way policy says, as the general path does.
+void exchangeRepeated(loomComm_t comm, int n, int rank) {
+  for (uint32_t call = 0; call < 40; ++call) {
+    Case c;
+    c.count = 2048;
+    c.inPlace = call % 2 == 1;
+    c.salt = 50000 + call;
+    runCase(c, comm, n, rank);
+  }
+  std::printf(
+      "cma-reads %llu fast %llu\n",
+      static_cast<unsigned long long>(loom::transport::shm::testing::cmaReadsInThisProcess()),
+      static_cast<unsigned long long>(loom::testing::exchangeNowCallsOnThisThread()));
 }
 
 // Element i of a round's message src -> dst.
@@ -267,6 +293,10 @@ int main(int argc, char** argv) {
   if (scenario == "ring-repeated") {  // not part of "all"
     known = true;
     ringRepeated(comm, n, rank);
+  }
+  if (scenario == "exchange-repeated") {  // not part of "all"
+    known = true;
+    exchangeRepeated(comm, n, rank);
   }
   if (scenario == "streams-p2p") {  // not part of "all"
     known = true;

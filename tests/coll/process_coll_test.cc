@@ -35,6 +35,8 @@ void runProcesses(const std::string& scenario, int nranks, const std::string& tr
   if (transport == "shmstream") env.push_back("LOOM_STREAM_STORE_THRESHOLD=1");
   // Every step's slots written with streaming stores, the outputs not (shm_way_policy.h).
   if (transport == "slotstream") env.push_back("LOOM_SHM_STREAM_SLOTS=1");
+  // Every step of 32 KiB or more walks 8 pages at once through the slots (shm_way_policy.h).
+  if (transport == "pagewalk") env.push_back("LOOM_SHM_PAGE_WALK=1");
   // "cmapolicy": shared memory as it ships, CMA chosen by the default policy (auto). Not named
   // after shm, so that the soft-NIC run of the *shm* cases (LOOM_TRANSPORT=ib) leaves it out.
   if (transport == "cma") {
@@ -60,6 +62,18 @@ void runProcesses(const std::string& scenario, int nranks, const std::string& tr
     // rank: with more ranks than CPUs only Broadcast and AllGather pull, shm_way_policy.h).
     if (scenario == "ring-repeated" && std::thread::hardware_concurrency() >= unsigned(nranks)) {
       EXPECT_EQ(out.find("cma-reads 0\n"), std::string::npos) << out;
+    }
+    // The fast path of the exchange pulled too, as LOOM_SHM_CMA_MODE=always says: each of the
+    // 20 out-of-place calls pulled its peer's input (in place the send copies), but the first,
+    // which makes the connections and may send before the receiver's CMA probe has answered
+    // (transports/shm/direct_read.h); and the calls after the first took the fast path.
+    if (scenario == "exchange-repeated" && transport == "cma") {
+      unsigned long long reads = 0, fast = 0;
+      const size_t at = out.find("cma-reads ");
+      ASSERT_NE(at, std::string::npos) << out;
+      ASSERT_EQ(std::sscanf(out.c_str() + at, "cma-reads %llu fast %llu", &reads, &fast), 2);
+      EXPECT_GE(reads, 19u) << out;
+      EXPECT_GE(fast, 39u) << out;
     }
     if (transport == "cma") {
       // The pair really used CMA (the receiver's probe may refuse it): its log says so.
@@ -100,6 +114,7 @@ INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
                                            Param{"all", 2, "cma"}, Param{"all", 3, "cma"},
                                            Param{"all", 3, "shmstream"},
                                            Param{"all", 2, "slotstream"},
+                                           Param{"all", 2, "pagewalk"},
                                            Param{"all", 3, "slotstream"}),
                          paramName);
 
@@ -108,6 +123,10 @@ INSTANTIATE_TEST_SUITE_P(Everything, CollProcesses,
 // result is right either way.
 INSTANTIATE_TEST_SUITE_P(P2pGroupPulls, CollProcesses,
                          ::testing::Values(Param{"ring-repeated", 2, "cmapolicy"}), paramName);
+
+// The exchange's fast path pulls where the way policy says so (LOOM_SHM_CMA_MODE=always).
+INSTANTIATE_TEST_SUITE_P(ExchangeNowPulls, CollProcesses,
+                         ::testing::Values(Param{"exchange-repeated", 2, "cma"}), paramName);
 
 // Receives posted before sends on other host streams of one communicator, beside an AllReduce.
 INSTANTIATE_TEST_SUITE_P(StreamP2p, CollProcesses,

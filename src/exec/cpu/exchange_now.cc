@@ -9,6 +9,7 @@
 #include "src/exec/cpu/bind_plan.h"
 #include "src/exec/cpu/executor.h"
 #include "src/exec/cpu/progress_engine.h"
+#include "src/exec/cpu/staging.h"
 #include "src/exec/cpu/task_loop.h"
 #include "src/kernels/datatype_traits.h"
 #include "src/kernels/reduce_copy_dispatch.h"
@@ -66,13 +67,36 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
     }
     PrimTask* t = plan.tasks[i].get();
     t->setKernel(kernel);
+    t->setFlags(&plan.flags);
+    plan.stages |= t->stagesSends();
     plan.live.push_back(t);
     const TaskLinks& l = t->links();
     for (int k = 0; k < l.nsend; ++k) addOnce(plan.sends, l.send[k]);
     for (int k = 0; k < l.nrecv; ++k) addOnce(plan.recvs, l.recv[k]);
   }
+  CpuExecutor& executor = cpuExecutorOf(*comm);
+  plan.flags.streamStores = executor.streamsStores(plan.bytes);
   plan.fast = true;
   return true;
+}
+
+// The per-call part of the flags, as the general path's WayChoice decides it: calls too small
+// for the way to matter take the fixed way without the engine's lock (an 8 B call's time is a
+// few hundred nanoseconds); larger ones ask the policy, and report their time to it.
+ShmWayPolicy::Ticket decideCall(ExchangeNowPlan& plan, CpuExecutor& executor) {
+  ShmWayPolicy& policy = executor.shmWayPolicy();
+  ShmWayPolicy::Ticket ticket;
+  if (plan.bytes < ShmWayPolicy::kMeasuredMinBytes) {
+    ticket.way = policy.fixedWay();
+  } else {
+    executor.engine().locked([&] { ticket = policy.decide(CollKind::kAllReduce, plan.bytes); });
+  }
+  plan.flags.mayPull = ticket.pulls();
+  plan.flags.streamSlots = ticket.streamsSlots();
+  plan.flags.crossCoreCopies = executor.crossCoreCopies() && policy.walks(ticket.way);
+  // A single call stages in its thread's region (staging.h), so it is looked up per call.
+  if (plan.stages) plan.flags.staging = threadStagingRegion(plan.bytes);
+  return ticket;
 }
 
 // Drives the plan's tasks to the end of the call on this thread: steps every task that can
@@ -175,6 +199,9 @@ bool runExchangeNow(CollOp& op) {
   const auto out = reinterpret_cast<uintptr_t>(op.recvbuff);
   if (in != out && in < out + plan.bytes && out < in + plan.bytes) return false;
   const uint64_t number = op.seq;
+  const ShmWayPolicy::Ticket ticket = decideCall(plan, executor);
+  const auto start = ticket.group >= 0 ? std::chrono::steady_clock::now()
+                                       : std::chrono::steady_clock::time_point{};
   for (PrimTask* t : plan.live) t->restart(op, number);
   ++tlsFastCalls;
   try {
@@ -185,6 +212,13 @@ bool runExchangeNow(CollOp& op) {
     c.setLastError(e.what());
     c.markFailed(e.code());
     throw;
+  }
+  if (ticket.group >= 0) {
+    const auto took = std::chrono::steady_clock::now() - start;
+    engine.locked([&] {
+      executor.shmWayPolicy().record(ticket,
+                                     static_cast<uint64_t>(std::chrono::nanoseconds(took).count()));
+    });
   }
   return true;
 }

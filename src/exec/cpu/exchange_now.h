@@ -9,7 +9,9 @@
 // restart the same PrimTasks on the call's buffers (PrimTask::restart) and drive them on the
 // calling thread. What it skips is the general path's bookkeeping around the tasks: planning,
 // allocating and binding them, ordering them by connection, and joining the progress engine.
-// A training loop repeats a few shapes; the cache holds the last one.
+// What it keeps is every choice the general path makes per call (CpuCallFlags): how its
+// steps between processes move (the way policy), the staging of an in-place send, and the
+// cross-core copies. A training loop repeats a few shapes; the cache holds the last one.
 #pragma once
 
 #include <chrono>
@@ -53,6 +55,11 @@ struct ExchangeNowPlan {
   std::vector<PrimTask*> live;
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
+  // The call's flags, as the general path decides them (executor.cc): the tasks point at
+  // them. The way (ring, streamed ring or CMA pull) and the staging region are set per call;
+  // the rest holds for the shape.
+  CpuCallFlags flags;
+  bool stages = false;  // a task stages its sends (TaskPlan::stagesSends)
 
   bool matches(const CollOp& o) const {
     return valid && o.kind == CollKind::kAllReduce && o.count == count && o.type == type &&
@@ -68,6 +75,8 @@ struct ExchangeNowPlan {
     sends.clear();
     recvs.clear();
     tasks.clear();
+    flags = CpuCallFlags{};
+    stages = false;
   }
 };
 
