@@ -46,6 +46,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -169,8 +173,21 @@ void sumInto(float* __restrict out, const float* __restrict a, const float* __re
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// Copies `bytes` (a multiple of 64, both 16-byte aligned) with non-temporal stores, as a
+// streamed slot is written (shm_way_policy.h): the lines go to memory, no cache keeps them.
+void streamCopy(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  auto* d = static_cast<__m128i*>(dst);
+  const auto* s = static_cast<const __m128i*>(src);
+  for (size_t i = 0; i < bytes / 16; ++i) _mm_stream_si128(d + i, _mm_load_si128(s + i));
+  _mm_sfence();
+#else
+  memcpy(dst, src, bytes);
+#endif
+}
+
 // Data lines between the two processes, per 64-byte line, for a buffer of `bytes` in shared
-// memory, in turns, 40 rounds; medians. Each round has four turns:
+// memory, in turns, 40 rounds; medians. Each round has six turns:
 //   0. write: the parent stores one word per line (its lines were last read by the child, so
 //      every store first takes the line back from the child's cache);
 //   1. read: the child loads one word per line (every line comes from the parent's cache,
@@ -182,6 +199,9 @@ void sumInto(float* __restrict out, const float* __restrict a, const float* __re
 //      with a warm buffer of its own into a third, as a step that receives and reduces does.
 //      (Both in one round, the second after another memcpy in, timed the second 2-3x slower
 //      at 64 KiB whichever it was: each is timed right after the lines were written.)
+//   4. stream in: the parent copies its warm buffer into the lines with non-temporal stores,
+//      as a streamed slot is filled (the lines go to memory, out of both caches);
+//   5. as turn 3, out of those lines, which now come from memory.
 // Also a memcpy of the same bytes inside the parent's cache (both buffers warm), and, after
 // turn 2, the parent pulling the child's own warm buffer with process_vm_readv (CMA), as a
 // receiver pulls a peer's input or output by address (transports/shm/direct_read.h): one
@@ -189,13 +209,13 @@ void sumInto(float* __restrict out, const float* __restrict a, const float* __re
 // (ptrace restrictions).
 void dataLines(size_t bytes) {
   constexpr int kRounds = 40;
-  constexpr int kTurns = 4;
+  constexpr int kTurns = 6;
   const size_t lineCount = bytes / 64;
   auto* shared = static_cast<char*>(
       mmap(nullptr, bytes + 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) die("mmap");
   auto* turn = reinterpret_cast<Line*>(shared);
-  auto* childTimes = reinterpret_cast<double*>(shared + 64);  // 2 x kRounds of them
+  auto* childTimes = reinterpret_cast<double*>(shared + 64);  // 3 x kRounds of them
   // The child's pid and the address of its own buffer, for the pull.
   auto* childBuffer = reinterpret_cast<std::atomic<uintptr_t>*>(shared + 2048);
   childBuffer[0].store(0);
@@ -206,7 +226,7 @@ void dataLines(size_t bytes) {
     }
   };
   auto pass = [&](int t) { turn->value.store(t, std::memory_order_release); };
-  std::vector<double> writes, copiesIn, copies, pulls;
+  std::vector<double> writes, copiesIn, copies, pulls, streamsIn;
   withChild(
       [&] {
         std::vector<float> mine(bytes / sizeof(float), 1.0f), out(bytes / sizeof(float));
@@ -215,22 +235,27 @@ void dataLines(size_t bytes) {
         const auto* peer = reinterpret_cast<const float*>(data);
         uint64_t sum = 0;
         for (int r = 0; r < kRounds; ++r) {
-          double* times = childTimes + 2 * r;
+          double* times = childTimes + 3 * r;
           awaitTurn(kTurns * r + 1);
           auto t0 = Clock::now();
           for (size_t w = 0; w < words; w += 8) sum += data[w];  // one load per line
           times[0] = secondsSince(t0);
           pass(kTurns * r + 2);
-          awaitTurn(kTurns * r + 3);
-          t0 = Clock::now();
-          if (r % 2 == 0) {
-            memcpy(out.data(), data, bytes);
-          } else {
-            sumInto(out.data(), peer, mine.data(), out.size());
-          }
-          times[1] = secondsSince(t0);
-          sum += static_cast<uint64_t>(out[static_cast<size_t>(r)]);
-          pass(kTurns * r + 4);
+          // Turns 3 and 5: copy the lines out (even rounds) or reduce them (odd ones).
+          auto receive = [&](int t, double* time) {
+            awaitTurn(kTurns * r + t);
+            const auto start = Clock::now();
+            if (r % 2 == 0) {
+              memcpy(out.data(), data, bytes);
+            } else {
+              sumInto(out.data(), peer, mine.data(), out.size());
+            }
+            *time = secondsSince(start);
+            sum += static_cast<uint64_t>(out[static_cast<size_t>(r + t)]);
+            pass(kTurns * r + t + 1);
+          };
+          receive(3, &times[1]);
+          receive(5, &times[2]);
         }
         asm volatile("" : : "r"(sum));  // keeps the loads
       },
@@ -261,15 +286,21 @@ void dataLines(size_t bytes) {
             if (pullWorks) pulls.push_back(secondsSince(t0));
           }
           pass(kTurns * r + 3);
+          awaitTurn(kTurns * r + 4);
+          t0 = Clock::now();
+          streamCopy(data, a.data(), bytes);
+          streamsIn.push_back(secondsSince(t0));
+          pass(kTurns * r + 5);
         }
         awaitTurn(kTurns * kRounds);
         if (!pullWorks) pulls.clear();
         return 0.0;
       });
-  std::vector<double> reads, copiesOut, reduces;
+  std::vector<double> reads, copiesOut, reduces, copiesOutOfMemory, reducesOutOfMemory;
   for (int r = 0; r < kRounds; ++r) {
-    reads.push_back(childTimes[2 * r]);
-    (r % 2 == 0 ? copiesOut : reduces).push_back(childTimes[2 * r + 1]);
+    reads.push_back(childTimes[3 * r]);
+    (r % 2 == 0 ? copiesOut : reduces).push_back(childTimes[3 * r + 1]);
+    (r % 2 == 0 ? copiesOutOfMemory : reducesOutOfMemory).push_back(childTimes[3 * r + 2]);
   }
   auto perLine = [&](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
@@ -283,6 +314,9 @@ void dataLines(size_t bytes) {
   printf("line_reduce_from_peer_ns_%uk %.2f\n", kib, perLine(reduces));
   printf("line_copy_local_ns_%uk %.2f\n", kib, perLine(copies));
   if (!pulls.empty()) printf("line_cma_pull_ns_%uk %.2f\n", kib, perLine(pulls));
+  printf("line_stream_to_peer_ns_%uk %.2f\n", kib, perLine(streamsIn));
+  printf("line_memcpy_streamed_ns_%uk %.2f\n", kib, perLine(copiesOutOfMemory));
+  printf("line_reduce_streamed_ns_%uk %.2f\n", kib, perLine(reducesOutOfMemory));
   munmap(shared, bytes + 4096);
 }
 

@@ -86,16 +86,22 @@ if(Python3_FOUND)
     "line_read_from_peer_ns_2048k [0-9.]+[\r\n]+line_write_after_peer_ns_2048k [0-9.]+[\r\n]+"
     "line_memcpy_to_peer_ns_2048k [0-9.]+[\r\n]+line_memcpy_from_peer_ns_2048k [0-9.]+[\r\n]+"
     "line_reduce_from_peer_ns_2048k [0-9.]+[\r\n]+line_copy_local_ns_2048k [0-9.]+[\r\n]+"
-    "(line_cma_pull_ns_2048k [0-9.]+[\r\n]+)?cache_line_round_trip_after_ns [0-9]+")
+    "(line_cma_pull_ns_2048k [0-9.]+[\r\n]+)?line_stream_to_peer_ns_2048k [0-9.]+[\r\n]+"
+    "line_memcpy_streamed_ns_2048k [0-9.]+[\r\n]+line_reduce_streamed_ns_2048k [0-9.]+[\r\n]+"
+    "cache_line_round_trip_after_ns [0-9]+")
   set_tests_properties(perf_smoke_host_limits_lines PROPERTIES TIMEOUT 120
     PASS_REGULAR_EXPRESSION "${loom_host_lines_tail}")
   # The model's pricing on fixed constants and runs (tests/perf/model_fixture/README.md works
   # each line out by hand): `cpus` is the fixture host's CPU count.
   function(loom_model_predict_test name cpus expected)
+    set(lines lines.json)
+    if(ARGC GREATER 3)
+      set(lines ${ARGV3})
+    endif()
     add_test(NAME ${name}
       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
         --cpus ${cpus} --sizes 1M --runs ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/runs.csv
-        --constants ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/lines.json)
+        --constants ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/${lines})
     set_tests_properties(${name} PROPERTIES TIMEOUT 60
       PASS_REGULAR_EXPRESSION "${expected}" FAIL_REGULAR_EXPRESSION "Traceback")
   endfunction()
@@ -107,6 +113,11 @@ if(Python3_FOUND)
   # keeps 4 MiB in use), the data terms doubled (loom 378.2 us, Intel MPI 304.1).
   loom_model_predict_test(perf_model_predict_shared_cpu 1
     "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      304\\.1     150\\.0 \\[ 1\\] \\+103% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0")
+  # The 2-rank AllReduce of 1 MiB where host_limits measured streamed lines too: the way
+  # policy keeps the fastest way, and the streamed ring (loom 64.1 us) is cheaper than the ring.
+  loom_model_predict_test(perf_model_predict_streamed 2
+    "all_reduce  2    1M   far \\|      64\\.1     150\\.0 \\[ 1\\]  -57% \\|      113\\.6     150\\.0 \\[ 1\\]  -24% \\| call 0\\.5 sync 6\\.3 peer 57\\.3 local 0\\.0"
+    lines_streamed.json)
   # A 2-rank AllGather of 1 MiB, a CPU per rank: the pull policy keeps the faster way, and
   # pulling each block into the output (loom 41.5 us) is cheaper than the ring's two copies.
   loom_model_predict_test(perf_model_predict_pulled 2
