@@ -45,8 +45,8 @@ void runCase(const Case& c, loomComm_t comm, int n, int rank) {
 // Every type (and a few ops) of one collective at counts 1, 7, 4099, cycling placements.
 // AllReduce also at 30011 (prime): between 2 processes the exchange carries it up to float32
 // (in place through the peer's slot, from 3 processes through the staging region: planner.cc),
-// the ring 8-byte types; from 3 ranks the
-// ring carries every type but the 8-bit ones. Broadcast and Reduce also at 300007 (prime): at
+// the ring 8-byte types; from 3 ranks the ring carries every type but the 8-bit ones.
+// Broadcast and Reduce also at 300007 (prime): at
 // least 4 pieces of 64 KiB for every type, so the chain goes in pieces between processes
 // (planner.cc); Broadcast's does with more ranks than CPUs too, where Reduce's goes whole.
 // AllGather also at 65537 (prime): at least 64 KiB a rank for every type, so from 3 processes

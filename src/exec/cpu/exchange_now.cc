@@ -91,9 +91,7 @@ ShmWayPolicy::Ticket decideCall(ExchangeNowPlan& plan, CpuExecutor& executor) {
   } else {
     executor.engine().locked([&] { ticket = policy.decide(CollKind::kAllReduce, plan.bytes); });
   }
-  plan.flags.mayPull = ticket.pulls();
-  plan.flags.streamSlots = ticket.streamsSlots();
-  plan.flags.crossCoreCopies = executor.crossCoreCopies() && policy.walks(ticket.way);
+  executor.takeWay(ticket.way, plan.flags);
   // A single call stages in its thread's region (staging.h), so it is looked up per call.
   if (plan.stages) plan.flags.staging = threadStagingRegion(plan.bytes);
   return ticket;

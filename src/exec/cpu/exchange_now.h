@@ -56,7 +56,7 @@ struct ExchangeNowPlan {
   std::vector<transport::SendConnection*> sends;
   std::vector<transport::RecvConnection*> recvs;
   // The call's flags, as the general path decides them (executor.cc): the tasks point at
-  // them. The way (ring, streamed ring or CMA pull) and the staging region are set per call;
+  // them. The way (CpuExecutor::takeWay) and the staging region are set per call;
   // the rest holds for the shape.
   CpuCallFlags flags;
   bool stages = false;  // a task stages its sends (TaskPlan::stagesSends)

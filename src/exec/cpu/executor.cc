@@ -305,11 +305,7 @@ struct WayChoice {
       p.ticket.way = policy.fixedWay();
       p.ticket.group = -1;  // its time would be the other runs' too
     }
-    for (CpuCallFlags& f : p.flags) {
-      f.mayPull = p.ticket.pulls();
-      f.streamSlots = p.ticket.streamsSlots();
-      f.crossCoreCopies = f.crossCoreCopies && policy.walks(p.ticket.way);
-    }
+    for (CpuCallFlags& f : p.flags) cpuExecutorOf(*p.ops[0].comm).takeWay(p.ticket.way, f);
     // Only measured calls read the clock (a small call's whole cost is well under a
     // microsecond).
     if (p.ticket.group >= 0) p.start = std::chrono::steady_clock::now();
@@ -333,13 +329,9 @@ void runPlanned(std::vector<CollOp>& ops, Scratch& scratch) {
   for (size_t i = 0; i < ops.size(); ++i) {
     CpuExecutor& executor = cpuExecutorOf(*ops[i].comm);
     flags[i].streamStores = executor.streamsStores(largestBufferBytes(ops[i]));
-    flags[i].crossCoreCopies = executor.crossCoreCopies();
-    if (ops.size() > 1) {  // a group that does not choose (WayChoice) takes the fixed way
-      const ShmWay way = executor.shmWayPolicy().fixedWay();
-      flags[i].mayPull = way == ShmWay::kPull;
-      flags[i].streamSlots = way == ShmWay::kStreamedRing;
-      flags[i].crossCoreCopies &= executor.shmWayPolicy().walks(way);
-    }
+    // A group that does not choose (WayChoice) takes the fixed way; WayChoice sets the
+    // others' when they register.
+    if (ops.size() > 1) executor.takeWay(executor.shmWayPolicy().fixedWay(), flags[i]);
   }
   bool anySelf = false;
   scratch.firstTask.assign(ops.size(), 0);

@@ -92,6 +92,13 @@ class CpuExecutor final : public Executor {
   // Whether copies through shared-memory slots may use crossCoreCopy (every rank has a CPU of
   // its own); a call's way says whether they do (CpuCallFlags::crossCoreCopies).
   bool crossCoreCopies() const { return crossCoreCopies_; }
+  // Sets the flags a call of `way` steps by (shm_way_policy.h): whether it may pull, streams
+  // its slots, walks 8 pages at once through them.
+  void takeWay(ShmWay way, CpuCallFlags& flags) const {
+    flags.mayPull = way == ShmWay::kPull;
+    flags.streamSlots = way == ShmWay::kStreamedRing;
+    flags.crossCoreCopies = crossCoreCopies_ && shmWayPolicy_.walks(way);
+  }
   // Streams created on this communicator, so finalize/destroy/abort can drain them.
   void addStream(std::weak_ptr<HostStream> stream);
 
