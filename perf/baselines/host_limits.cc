@@ -24,6 +24,7 @@
 //                                   read it, to memcpy into and out of such lines, to reduce
 //                                   them, to copy inside one core's cache, and to pull
 //                                   another process's buffer with CMA, as "name value" lines
+//                                   (reductions and streamed stores run loom's own kernels)
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -46,9 +47,7 @@
 #include <thread>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "src/kernels/reduce_copy_dispatch.h"
 
 namespace {
 
@@ -167,23 +166,17 @@ double quickRoundTrip() {
   return batches[batches.size() / 2];
 }
 
-// out = a + b, vectorised: the reduction a receiving step does.
-void sumInto(float* __restrict out, const float* __restrict a, const float* __restrict b,
-             size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
-// Copies `bytes` (a multiple of 64, both 16-byte aligned) with non-temporal stores, as a
-// streamed slot is written (shm_way_policy.h): the lines go to memory, no cache keeps them.
-void streamCopy(void* dst, const void* src, size_t bytes) {
-#if defined(__SSE2__)
-  auto* d = static_cast<__m128i*>(dst);
-  const auto* s = static_cast<const __m128i*>(src);
-  for (size_t i = 0; i < bytes / 16; ++i) _mm_stream_si128(d + i, _mm_load_si128(s + i));
-  _mm_sfence();
-#else
-  memcpy(dst, src, bytes);
-#endif
+// out = a + b with loom's own reduction kernel (the dispatcher's best ISA for this CPU): the
+// reduction a receiving step does, priced as loom runs it.
+void sumInto(float* out, const float* a, const float* b, size_t n) {
+  loom::ReduceCopyArgs args;
+  args.nsrc = 2;
+  args.ndst = 1;
+  args.src[0] = a;
+  args.src[1] = b;
+  args.dst[0] = out;
+  args.count = n;
+  loom::reduceCopy(loomFloat32, loom::ReduceOpKind::kSum, args);
 }
 
 // Data lines between the two processes, per 64-byte line, for a buffer of `bytes` in shared
@@ -288,7 +281,7 @@ void dataLines(size_t bytes) {
           pass(kTurns * r + 3);
           awaitTurn(kTurns * r + 4);
           t0 = Clock::now();
-          streamCopy(data, a.data(), bytes);
+          loom::streamCopy(data, a.data(), bytes);  // as a streamed slot is written
           streamsIn.push_back(secondsSince(t0));
           pass(kTurns * r + 5);
         }
