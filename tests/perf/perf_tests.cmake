@@ -95,13 +95,17 @@ if(Python3_FOUND)
   # each line out by hand): `cpus` is the fixture host's CPU count.
   function(loom_model_predict_test name cpus expected)
     set(lines lines.json)
+    set(runs runs.csv)
     if(ARGC GREATER 3)
       set(lines ${ARGV3})
     endif()
+    if(ARGC GREATER 4)
+      set(runs ${ARGV4})
+    endif()
+    set(fixture ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture)
     add_test(NAME ${name}
       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/perf/model/medium_model predict
-        --cpus ${cpus} --sizes 1M --runs ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/runs.csv
-        --constants ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/model_fixture/${lines})
+        --cpus ${cpus} --sizes 1M --runs ${fixture}/${runs} --constants ${fixture}/${lines})
     set_tests_properties(${name} PROPERTIES TIMEOUT 60
       PASS_REGULAR_EXPRESSION "${expected}" FAIL_REGULAR_EXPRESSION "Traceback")
   endfunction()
@@ -110,9 +114,15 @@ if(Python3_FOUND)
   loom_model_predict_test(perf_model_predict 2
     "all_reduce  2    1M   far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% \\|      113\\.6     150\\.0 \\[ 1\\]  -24% \\| call 0\\.5 sync 6\\.3 peer 155\\.6 local 0\\.0")
   # The same call with both ranks on one CPU: every line at the 2 MiB turn's price (the CPU
-  # keeps 4 MiB in use), the data terms doubled (loom 378.2 us, Intel MPI 304.1).
+  # keeps 4 MiB in use), the peer's lines at a local copy's (it shares the CPU's cache), the
+  # data terms doubled (loom 222.6 us, Intel MPI 304.1).
   loom_model_predict_test(perf_model_predict_shared_cpu 1
-    "all_reduce  2    1M   far \\|     378\\.2     150\\.0 \\[ 1\\] \\+152% \\|      304\\.1     150\\.0 \\[ 1\\] \\+103% \\| call 0\\.5 sync 0\\.9 peer 376\\.8 local 0\\.0")
+    "all_reduce  2    1M   far \\|     222\\.6     150\\.0 \\[ 1\\]  \\+48% \\|      304\\.1     150\\.0 \\[ 1\\] \\+103% \\| call 0\\.5 sync 0\\.9 peer 221\\.2 local 0\\.0")
+  # The 2-rank AllReduce of 1 MiB with near and far runs, and line costs sampled in each
+  # state: each state is priced with its own (near: loom 80.1 us, far: 162.4 as above).
+  loom_model_predict_test(perf_model_predict_states 2
+    "far \\|     162\\.4     150\\.0 \\[ 1\\]   \\+8% .*near \\|      80\\.1      80\\.0 \\[ 1\\]   \\+0% \\|       56\\.7      80\\.0 \\[ 1\\]  -29% \\| call 0\\.2 sync 2\\.1 peer 77\\.8"
+    lines_states.json runs_states.csv)
   # The 2-rank AllReduce of 1 MiB where host_limits measured streamed lines too: the way
   # policy keeps the fastest way, and the streamed ring (loom 64.1 us) is cheaper than the ring.
   loom_model_predict_test(perf_model_predict_streamed 2
@@ -122,10 +132,10 @@ if(Python3_FOUND)
   # pulling each block into the output (loom 41.5 us) is cheaper than the ring's two copies.
   loom_model_predict_test(perf_model_predict_pulled 2
     "all_gather  2    1M   far \\|      41\\.5     150\\.0 \\[ 1\\]  -72% \\|       52\\.7     150\\.0 \\[ 1\\]  -65% \\| call 0\\.5 sync 0\\.0 peer 24\\.6 local 16\\.4")
-  # A 4-rank AllGather of 1 MiB on 2 CPUs: one exchange with staged sends (loom 199.4 us,
-  # Intel MPI 215.5).
+  # A 4-rank AllGather of 1 MiB on 2 CPUs: one exchange with staged sends, a third of the
+  # peers on the rank's own CPU (loom 174.8 us, Intel MPI 215.5).
   loom_model_predict_test(perf_model_predict_staged_exchange 2
-    "all_gather  4    1M   far \\|     199\\.4     150\\.0 \\[ 1\\]  \\+33% \\|      215\\.5     150\\.0 \\[ 1\\]  \\+44% \\| call 2\\.0 sync 0\\.8 peer 147\\.5 local 49\\.2")
+    "all_gather  4    1M   far \\|     174\\.8     150\\.0 \\[ 1\\]  \\+17% \\|      215\\.5     150\\.0 \\[ 1\\]  \\+44% \\| call 2\\.0 sync 0\\.8 peer 122\\.9 local 49\\.2")
   # Not in sanitizer builds: there mpi_coll_perf aborts at exit under mpirun with vader (LSan
   # with abort_on_error, inside Open MPI's teardown), which says nothing about loom.
   if(NOT LOOM_SANITIZE)
