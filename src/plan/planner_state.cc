@@ -66,18 +66,20 @@ constexpr size_t kMinStreamStoreBytes = size_t{4} << 20;
 constexpr uint64_t kBytesLimit = (uint64_t{1} << 48) - 2;  // larger calls skip the cache
 
 // AllGather in one exchange (planner.cc, gatherExchange) by default: between processes of one host
-// with more ranks than CPUs, from 64 KiB to 16 MiB a rank. There every hand-over of the ring
+// with more ranks than CPUs, from 64 KiB to 64 MiB a rank. There every hand-over of the ring
 // waits for the next rank's turn on a CPU, n - 1 of them in a row, where the exchange needs
 // each rank's turn once; and each block is copied once into the sender's staging region, from
 // which every peer reads it, where the ring copies it into a slot and out at every hop.
 // Measured against the ring, 4 processes on 2 CPUs, interleaved, medians of 3 runs of 400
 // calls: 16 and 32 KiB a rank 0.87x and 0.70x (a call's own costs: four tasks, and a wait for
 // every peer to have read this rank's block), 64 KiB 1.34x, 256 KiB 1.40x, 1 MiB 1.18x, 4 MiB
-// 1.21x, 16 MiB 1.29x; 3 processes: 32 KiB 0.86x, 128 KiB-8 MiB 1.15-1.23x. Larger blocks keep
-// the ring, so the staging region (one per calling thread) stays within 16 MiB. With a CPU
-// per rank the two were not compared (this host has 2 CPUs), so the ring stays there.
+// 1.21x, 16 MiB 1.29x, and on an AMD EPYC host (4 processes, 2 CPUs, 2 interleaved runs of 5
+// calls) 32 MiB 1.50x out of place and 1.43x in place, 64 MiB 1.43x and 1.44x; 3 processes:
+// 32 KiB 0.86x, 128 KiB-8 MiB 1.15-1.23x. Larger blocks keep the ring, so the staging region
+// (one per calling thread, as large as the largest block staged) stays within 64 MiB. With a
+// CPU per rank the two were not compared (this host has 2 CPUs), so the ring stays there.
 constexpr size_t kGatherExchangeMinBytes = size_t{64} << 10;
-constexpr size_t kGatherExchangeMaxBytes = size_t{16} << 20;
+constexpr size_t kGatherExchangeMaxBytes = size_t{64} << 20;
 
 // LOOM_EXCHANGE_THRESHOLD's defaults (planner_state.h). Between processes of one host the
 // ring's two steps beat the exchange from 256 KiB at 2 ranks where cache lines cross between
