@@ -1,10 +1,12 @@
-// The executor's fast path for one exchange AllReduce (src/exec/cpu/exchange_now.h), the
+// The executor's fast path for one small call (src/exec/cpu/exchange_now.h: an exchange
+// AllReduce, and AllGather, ReduceScatter, Broadcast and Reduce up to kFastMaxBytes), the
 // planner's tasks cached per shape: calls outside a group take it once connected, what it sends
 // is what the planned tasks send (a peer that groups two calls takes the planned path for both,
 // and all must agree bit for bit), and a peer that never calls ends in a timeout that names
 // it, not a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -91,6 +93,129 @@ TEST(ExchangeFastPath, AgreesWithThePlannedTasksOnTheWire) {
 // changing any one of count, datatype or op must make a new plan, and going back must not
 // reuse a stale one. Every call's data differs, so a stale plan shows as a wrong value or a
 // signature mismatch.
+// One call of each other collective the fast path takes (AllGather, ReduceScatter, Broadcast
+// and Reduce up to kFastMaxBytes), every result checked, out of place and in place; rank 0
+// groups its calls with a small AllReduce (the planned tasks) while the others call one by
+// one, so the two paths must agree on the wire.
+void checkOtherCollectives(int n, const char* proto) {
+  test::ScopedEnv p("LOOM_PROTO", proto);
+  CommSet comms(n);
+  ASSERT_TRUE(comms.ok());
+  const int root = n - 1;
+  std::vector<uint64_t> fastCalls(n, 0);
+  for (CollKind kind :
+       {CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kBroadcast, CollKind::kReduce}) {
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << collName(kind) << " " << proto << " " << n << " ranks count " << count
+                     << (inPlace ? " in place" : ""));
+        const size_t whole = count * static_cast<size_t>(n);
+        // AllGather's output and ReduceScatter's input hold a block per rank.
+        std::vector<std::vector<float>> in(n, std::vector<float>(whole)),
+            out(n, std::vector<float>(whole, -7.0f)), extra(n, std::vector<float>(3));
+        test::runThreads(n, [&](int r) {
+          float* send = in[r].data();
+          float* recv = out[r].data();
+          if (inPlace && kind == CollKind::kAllGather) {
+            send = recv + r * count;
+          } else if (inPlace && kind == CollKind::kReduceScatter) {
+            recv = send + r * count;
+          } else if (inPlace) {
+            recv = send;
+          }
+          uint64_t before = exchangeNowCallsOnThisThread();
+          // The first round connects and plans, every rank calling one by one (a group that
+          // sets up connections waits for every peer to reach the same calls); in the second
+          // rank 0 groups its two calls.
+          for (int call = 0; call < 2; ++call) {
+            for (size_t i = 0; i < whole; ++i) in[r][i] = input<float>(r, i);
+            if (kind == CollKind::kAllGather)
+              std::copy_n(in[r].begin(), count, out[r].begin() + static_cast<long>(r * count));
+            if (call == 1) before = exchangeNowCallsOnThisThread();
+            const bool grouped = r == 0 && call == 1;
+            if (grouped) ASSERT_LOOM_OK(loomGroupStart());
+            switch (kind) {
+              case CollKind::kAllGather:
+                ASSERT_LOOM_OK(loomAllGather(send, recv, count, loomFloat32, comms[r], nullptr));
+                break;
+              case CollKind::kReduceScatter:
+                ASSERT_LOOM_OK(
+                    loomReduceScatter(send, recv, count, loomFloat32, loomSum, comms[r], nullptr));
+                break;
+              case CollKind::kBroadcast:
+                ASSERT_LOOM_OK(
+                    loomBroadcast(send, recv, count, loomFloat32, root, comms[r], nullptr));
+                break;
+              default:
+                ASSERT_LOOM_OK(
+                    loomReduce(send, recv, count, loomFloat32, loomSum, root, comms[r], nullptr));
+            }
+            for (size_t i = 0; i < 3; ++i) extra[r][i] = input<float>(r, i);
+            ASSERT_LOOM_OK(loomAllReduce(extra[r].data(), extra[r].data(), 3, loomFloat32, loomSum,
+                                         comms[r], nullptr));
+            if (grouped) ASSERT_LOOM_OK(loomGroupEnd());
+          }
+          fastCalls[r] += exchangeNowCallsOnThisThread() - before;
+        });
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < 3; ++i)
+            ASSERT_EQ(extra[r][i], expected<float>(loomSum, n, i)) << "rank " << r;
+          const float* got = inPlace && kind != CollKind::kAllGather ? in[r].data() : out[r].data();
+          if (kind == CollKind::kAllGather) {
+            for (size_t i = 0; i < whole; ++i)
+              ASSERT_EQ(got[i], input<float>(static_cast<int>(i / count), i % count))
+                  << "rank " << r << " element " << i;
+          } else if (kind == CollKind::kReduceScatter) {
+            const size_t at = inPlace ? r * count : 0;
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(got[at + i], expected<float>(loomSum, n, r * count + i))
+                  << "rank " << r << " element " << i;
+          } else if (kind == CollKind::kBroadcast) {
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(got[i], input<float>(root, i)) << "rank " << r << " element " << i;
+          } else if (r == root) {
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(got[i], expected<float>(loomSum, n, i)) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(fastCalls[0], 0u) << "grouped calls must take the planned path";
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(fastCalls[r], 4u * 3 * 2 * 2) << "rank " << r << ": every second round";
+}
+
+TEST(ExchangeFastPath, OtherCollectivesAgreeWithThePlannedTasks) {
+  for (int nranks : {2, 3}) {
+    for (const char* proto : {"ll", "simple"}) checkOtherCollectives(nranks, proto);
+  }
+}
+
+// Above kFastMaxBytes (the larger buffer) a call takes the general path.
+TEST(ExchangeFastPath, LargeCallsTakeThePlannedPath) {
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = kFastMaxBytes / sizeof(float) / kRanks + 16;  // output > the bound
+  CommSet comms(kRanks);
+  ASSERT_TRUE(comms.ok());
+  std::vector<uint64_t> fastCalls(kRanks, 0);
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount)),
+      out(kRanks, std::vector<float>(kCount * kRanks));
+  test::runThreads(kRanks, [&](int r) {
+    for (size_t i = 0; i < kCount; ++i) in[r][i] = input<float>(r, i);
+    const uint64_t before = exchangeNowCallsOnThisThread();
+    for (int call = 0; call < 3; ++call)
+      ASSERT_LOOM_OK(
+          loomAllGather(in[r].data(), out[r].data(), kCount, loomFloat32, comms[r], nullptr));
+    fastCalls[r] = exchangeNowCallsOnThisThread() - before;
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(fastCalls[r], 0u) << "rank " << r;
+    EXPECT_EQ(out[r][kCount + 5], input<float>(1, 5));
+  }
+}
+
 TEST(ExchangeFastPath, PlanFollowsEveryChangeOfShape) {
   struct Shape {
     size_t count;

@@ -27,38 +27,77 @@ void addOnce(std::vector<T*>& list, T* item) {
   if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
 }
 
+// The calls the fast path may take (exchange_now.h); the rest go down the general path.
+bool fastShape(const CollOp& op) {
+  if (op.count == 0 || op.comm->nranks() == 1 ||
+      op.count > SIZE_MAX / dataTypeSize(op.type) / static_cast<size_t>(op.comm->nranks()))
+    return false;
+  switch (op.kind) {
+    case CollKind::kAllReduce:
+      return op.algorithm == Algorithm::kExchange;
+    case CollKind::kAllGather:
+    case CollKind::kReduceScatter:
+    case CollKind::kBroadcast:
+    case CollKind::kReduce:
+      return (op.algorithm == Algorithm::kRing || op.algorithm == Algorithm::kChain ||
+              op.algorithm == Algorithm::kExchange) &&
+             largestBufferBytes(op) <= kFastMaxBytes;
+    default:
+      return false;
+  }
+}
+
+// Every connection the planned tasks use is made (the planner sizes steps by them).
+bool connected(Comm& c, const Plan& planned) {
+  for (const TaskPlan& t : planned.tasks) {
+    for (int k = 0; k < t.links.nsend; ++k)
+      if (c.sendConnection(t.links.sendPeer[k], t.links.key) == nullptr) return false;
+    for (int k = 0; k < t.links.nrecv; ++k)
+      if (c.recvConnection(t.links.recvPeer[k], t.links.key) == nullptr) return false;
+  }
+  return true;
+}
+
 // Plans and binds `op`'s tasks into `plan`; false when the call goes down the general path:
-// a connection is not made yet (the plan is left invalid: the general path connects), or the
-// shape has several steps a channel (kept as a valid plan that is not fast, so later calls of
-// the shape need not plan again to learn it).
+// a connection is not made yet (the plan is left invalid: the general path connects), or an
+// AllReduce shape has several steps a channel (kept as a valid plan that is not fast, so later
+// calls of the shape need not plan again to learn it).
 bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
   plan.invalidate();
-  for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
-    PlanLinks out, in;
-    size_t chunk = 0;
-    if (!exchangeLinks(op, ch, out, in, chunk)) return false;
+  Comm* comm = op.comm.get();
+  if (op.kind == CollKind::kAllReduce) {
+    // The exchange's planner insists on its connections; ask first.
+    for (int ch = 0; ch < exchangeChannelCount(op); ++ch) {
+      PlanLinks out, in;
+      size_t chunk = 0;
+      if (!exchangeLinks(op, ch, out, in, chunk)) return false;
+    }
   }
-  if (op.count > SIZE_MAX / dataTypeSize(op.type)) return false;
   thread_local Plan planned;
   buildPlan(op, 0, planned);
+  if (!connected(*comm, planned)) return false;
   bindPlan(op, planned, plan.tasks);
   const ReduceCopyKernel kernel = reduceCopyKernel(op.type, op.reduce);
+  plan.kind = op.kind;
+  plan.algorithm = op.algorithm;
+  plan.root = op.root;
   plan.count = op.count;
   plan.type = op.type;
   plan.reduce = op.reduce;
   plan.protocol = op.protocol;
-  plan.inPlace = op.sendbuff == op.recvbuff;
+  plan.inPlace = ExchangeNowPlan::isInPlace(op);
   plan.bytes = op.count * dataTypeSize(op.type);
-  Comm* comm = op.comm.get();
+  plan.largest = largestBufferBytes(op);
   plan.timeout = callTimeout(std::span(&comm, 1));
   plan.oversubscribed = plannerState(*comm).oversubscribed();
   plan.valid = true;
   for (size_t i = 0; i < plan.tasks.size(); ++i) {
     const size_t steps = algo::stepCount(planned.tasks[i].program);
     if (steps == 0) continue;
-    // A call of several steps a channel is large enough for the general path's per-call
-    // choices (the CMA pull policy, streaming stores), which the cached tasks leave out.
-    if (steps > 1) {
+    // An exchange AllReduce of several steps a channel is large enough for the general
+    // path's per-call choices (the CMA pull policy, streaming stores), which the cached tasks
+    // leave out.
+    if (steps > 1 && op.kind == CollKind::kAllReduce) {
       plan.live.clear();
       plan.sends.clear();
       plan.recvs.clear();
@@ -75,7 +114,7 @@ bool makePlan(const CollOp& op, ExchangeNowPlan& plan) {
     for (int k = 0; k < l.nrecv; ++k) addOnce(plan.recvs, l.recv[k]);
   }
   CpuExecutor& executor = cpuExecutorOf(*comm);
-  plan.flags.streamStores = executor.streamsStores(plan.bytes);
+  plan.flags.streamStores = executor.streamsStores(plan.largest);
   plan.fast = true;
   return true;
 }
@@ -89,7 +128,7 @@ ShmWayPolicy::Ticket decideCall(ExchangeNowPlan& plan, CpuExecutor& executor) {
   if (plan.bytes < ShmWayPolicy::kMeasuredMinBytes) {
     ticket.way = policy.fixedWay();
   } else {
-    executor.engine().locked([&] { ticket = policy.decide(CollKind::kAllReduce, plan.bytes); });
+    executor.engine().locked([&] { ticket = policy.decide(plan.kind, plan.bytes); });
   }
   executor.takeWay(ticket.way, plan.flags);
   // A single call stages in its thread's region (staging.h), so it is looked up per call.
@@ -171,11 +210,20 @@ class CachedRun {
 
 }  // namespace
 
+bool ExchangeNowPlan::isInPlace(const CollOp& o) {
+  // As integers: a rank that passes no buffer it does not use must not make an offset null
+  // pointer.
+  const auto in = reinterpret_cast<uintptr_t>(o.sendbuff);
+  const auto out = reinterpret_cast<uintptr_t>(o.recvbuff);
+  const size_t block = o.count * dataTypeSize(o.type) * static_cast<size_t>(o.comm->rank());
+  if (o.kind == CollKind::kAllGather) return in == out + block;
+  if (o.kind == CollKind::kReduceScatter) return out == in + block;
+  return in == out;
+}
+
 bool runExchangeNow(CollOp& op) {
   Comm& c = *op.comm;
-  if (op.algorithm != Algorithm::kExchange || op.kind != CollKind::kAllReduce || op.count == 0 ||
-      c.nranks() == 1)
-    return false;
+  if (!fastShape(op)) return false;
   // Only alone: beside other runs the general path keeps the order on shared connections.
   CpuExecutor& executor = cpuExecutorOf(c);
   ProgressEngine& engine = executor.engine();
@@ -184,18 +232,25 @@ bool runExchangeNow(CollOp& op) {
     ProgressEngine& engine;
     ~EndExclusive() { engine.endExclusive(); }
   } endExclusive{engine};
-  ExchangeNowPlan& plan = executor.exchangeNowPlan();
-  if (!plan.matches(op)) {
+  ExchangeNowCache& cache = executor.exchangeNowCache();
+  ExchangeNowPlan* found = cache.find(op);
+  if (found == nullptr) {
+    found = &cache.replaceOldest();
     std::unique_lock<std::mutex> connections = c.lockConnections();
-    if (!makePlan(op, plan)) return false;
+    if (!makePlan(op, *found)) return false;
   }
+  ExchangeNowPlan& plan = *found;
   if (!plan.fast) return false;
   // The tasks reduce without reduceCopy's checks (ExchangeNowPlan::tasks): partly
   // overlapping buffers are the one thing they would catch that varies per call, and the
-  // general path reports it.
-  const auto in = reinterpret_cast<uintptr_t>(op.sendbuff);
-  const auto out = reinterpret_cast<uintptr_t>(op.recvbuff);
-  if (in != out && in < out + plan.bytes && out < in + plan.bytes) return false;
+  // general path reports it. Buffers overlap only as the shape's in-place call has them.
+  if (!plan.inPlace) {
+    const auto in = reinterpret_cast<uintptr_t>(op.sendbuff);
+    const auto out = reinterpret_cast<uintptr_t>(op.recvbuff);
+    const size_t inBytes = op.kind == CollKind::kReduceScatter ? plan.largest : plan.bytes;
+    const size_t outBytes = op.kind == CollKind::kAllGather ? plan.largest : plan.bytes;
+    if (in < out + outBytes && out < in + inBytes) return false;
+  }
   const uint64_t number = op.seq;
   const ShmWayPolicy::Ticket ticket = decideCall(plan, executor);
   const auto start = ticket.group >= 0 ? std::chrono::steady_clock::now()

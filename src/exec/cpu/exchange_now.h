@@ -1,19 +1,23 @@
-// The executor's fast path for the latency-critical case: one small exchange AllReduce (a step
-// per channel) outside a group, its connections made (every call after the first), run while
-// nothing else runs on the communicator.
+// The executor's fast path for the latency-critical case: one small call outside a group, its
+// connections made (every call after the first), run while nothing else runs on the
+// communicator. It takes an AllReduce that goes in one exchange (a step per channel), and an
+// AllGather, ReduceScatter, Broadcast or Reduce of up to kFastMaxBytes (its larger buffer) over
+// the ring, the chain or the exchange: for these the general path's own work is a microsecond
+// or more of a call of a few.
 //
-// It is a cached plan, not a second executor. The first call of a shape (count, datatype, op,
-// protocol, in place or not) plans its tasks as the general path does (planner.h's exchange: a
-// send of this rank's slice to every other rank and a fold of all slices in rank order, per
-// channel) and binds them to their connections once (bind_plan.h). Later calls of that shape
-// restart the same PrimTasks on the call's buffers (PrimTask::restart) and drive them on the
-// calling thread. What it skips is the general path's bookkeeping around the tasks: planning,
-// allocating and binding them, ordering them by connection, and joining the progress engine.
-// What it keeps is every choice the general path makes per call (CpuCallFlags): how its
-// steps between processes move (the way policy), the staging of an in-place send, and the
-// cross-core copies. A training loop repeats a few shapes; the cache holds the last one.
+// It is a cached plan, not a second executor. The first call of a shape (collective, count,
+// datatype, op, root, algorithm, protocol, in place or not) plans its tasks as the general
+// path does (planner.h) and binds them to their connections once (bind_plan.h). Later calls of
+// that shape restart the same PrimTasks on the call's buffers (PrimTask::restart) and drive
+// them on the calling thread. What it skips is the general path's bookkeeping around the tasks:
+// planning, allocating and binding them, ordering them by connection, and joining the progress
+// engine. What it keeps is every choice the general path makes per call (CpuCallFlags): how its
+// steps between processes move (the way policy), the staging of a send, and the cross-core
+// copies. A training loop repeats a few shapes (FSDP: an AllGather and a ReduceScatter a layer,
+// beside AllReduces); the cache holds the last kFastPlans.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -23,6 +27,11 @@
 #include "src/plan/coll.h"
 
 namespace loom {
+
+// The largest call (its larger buffer) other than the exchange AllReduce that takes the fast
+// path. Larger calls cut their blocks into pieces or take seconds' worth of steps, and the
+// general path's own costs are nothing beside them.
+inline constexpr size_t kFastMaxBytes = size_t{1} << 20;
 
 // Runs `op` if it is that case and returns true; false (nothing done) sends it down the
 // general path. On failure the communicator is marked failed and the error thrown.
@@ -34,12 +43,16 @@ struct ExchangeNowPlan {
   bool valid = false;  // the fields below describe a shape
   bool fast = false;   // and its tasks run here (false: the shape takes the general path)
   // The shape the tasks were planned for.
+  CollKind kind = CollKind::kAllReduce;
+  Algorithm algorithm = Algorithm::kExchange;
+  int root = 0;
   size_t count = 0;
   loomDataType_t type = loomFloat32;
   ReduceOpKind reduce = ReduceOpKind::kSum;
   transport::Protocol protocol = transport::Protocol::kSimple;
-  bool inPlace = false;
-  size_t bytes = 0;  // count * the datatype's size
+  bool inPlace = false;  // isInPlace
+  size_t bytes = 0;      // count * the datatype's size
+  size_t largest = 0;    // largestBufferBytes
   // The communicator's, read once with the plan: a call's own time is a few hundred
   // nanoseconds, and each lookup on its way to the first post adds to it.
   std::chrono::milliseconds timeout{0};  // callTimeout
@@ -62,10 +75,14 @@ struct ExchangeNowPlan {
   bool stages = false;  // a task stages its sends (TaskPlan::stagesSends)
 
   bool matches(const CollOp& o) const {
-    return valid && o.kind == CollKind::kAllReduce && o.count == count && o.type == type &&
-           o.reduce == reduce && o.protocol == protocol && !o.inputOverwritten &&
-           (o.sendbuff == o.recvbuff) == inPlace;
+    return valid && o.kind == kind && o.count == count && o.type == type && o.reduce == reduce &&
+           o.algorithm == algorithm && o.root == root && o.protocol == protocol &&
+           !o.inputOverwritten && isInPlace(o) == inPlace;
   }
+  // In place as the planner reads it: the output is the input (AllReduce, Broadcast,
+  // Reduce), the input is this rank's block of the output (AllGather), or the output this
+  // rank's block of the input (ReduceScatter).
+  static bool isInPlace(const CollOp& o);
   // Connections live as long as the communicator, except that releasing its resources drops
   // them: the tasks that point at them go too.
   void invalidate() {
@@ -77,6 +94,24 @@ struct ExchangeNowPlan {
     tasks.clear();
     flags = CpuCallFlags{};
     stages = false;
+  }
+};
+
+// The plans of the last few shapes, one communicator's (CpuExecutor::exchangeNowCache()).
+inline constexpr int kFastPlans = 4;
+struct ExchangeNowCache {
+  std::array<ExchangeNowPlan, kFastPlans> plans;
+  unsigned next = 0;  // the plan the next new shape replaces: round robin, oldest first
+
+  // The plan of `op`'s shape, or null.
+  ExchangeNowPlan* find(const CollOp& op) {
+    for (ExchangeNowPlan& p : plans)
+      if (p.matches(op)) return &p;
+    return nullptr;
+  }
+  ExchangeNowPlan& replaceOldest() { return plans[next++ % kFastPlans]; }
+  void invalidate() {
+    for (ExchangeNowPlan& p : plans) p.invalidate();
   }
 };
 

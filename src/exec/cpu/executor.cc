@@ -422,7 +422,7 @@ void CpuExecutor::runOne(CollOp& op) {
 
 void CpuExecutor::quiesce() {
   engine_.waitIdle();
-  exchangeNowPlan_.invalidate();  // it points at the connections the communicator drops
+  exchangeNowCache_.invalidate();  // its plans point at the connections the communicator drops
 }
 
 void CpuExecutor::resume() { engine_.endExclusive(); }

@@ -83,9 +83,9 @@ class CpuExecutor final : public Executor {
   // How a call's steps between processes move (shm_way_policy.h); used under the engine's
   // lock (ProgressEngine::enter, ::locked).
   ShmWayPolicy& shmWayPolicy() { return shmWayPolicy_; }
-  // The fast path's plan for the last small AllReduce (exchange_now.h); used while driving
-  // alone (ProgressEngine::tryExclusive).
-  ExchangeNowPlan& exchangeNowPlan() { return exchangeNowPlan_; }
+  // The fast path's plans for the last few shapes of small calls (exchange_now.h); used while
+  // driving alone (ProgressEngine::tryExclusive).
+  ExchangeNowCache& exchangeNowCache() { return exchangeNowCache_; }
   // Whether a host call of `bytes` per rank writes its output and the peers' slots with
   // non-temporal stores (LOOM_STREAM_STORE_THRESHOLD).
   bool streamsStores(size_t bytes) const { return streamMinBytes_ > 0 && bytes >= streamMinBytes_; }
@@ -107,7 +107,7 @@ class CpuExecutor final : public Executor {
   ShmWayPolicy shmWayPolicy_;
   size_t streamMinBytes_ = 0;
   bool crossCoreCopies_ = false;
-  ExchangeNowPlan exchangeNowPlan_;
+  ExchangeNowCache exchangeNowCache_;
   std::mutex streamsMutex_;
   std::vector<std::weak_ptr<HostStream>> streams_;
 };
