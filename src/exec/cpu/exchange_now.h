@@ -37,7 +37,7 @@ inline constexpr size_t kFastMaxBytes = size_t{1} << 20;
 // general path. On failure the communicator is marked failed and the error thrown.
 bool runExchangeNow(CollOp& op);
 
-// The cached plan of a communicator (CpuExecutor::exchangeNowPlan(), used while it drives
+// A cached plan of a communicator (CpuExecutor::exchangeNowCache(), used while it drives
 // alone: ProgressEngine::tryExclusive).
 struct ExchangeNowPlan {
   bool valid = false;  // the fields below describe a shape
