@@ -165,20 +165,42 @@ class CachedRun {
           waiting = t;
           break;
         }
+      // A sleep must end when any task can move, as the general path's (task_loop.cc,
+      // armLane): armed on one task only, a peer's post to another task of the call went
+      // unheard for up to the sleep's bound (10 ms), with more ranks than CPUs many times a
+      // call of several tasks and steps.
       idle([&] { return waiting->waitingFor(); },
-           [&](transport::WaitSet& set) { return waiting->armWait(set); });
+           [&](transport::WaitSet& set) {
+             for (const PrimTask* t : plan_.live) {
+               if (t->done()) continue;
+               const transport::WaitArm state = t->armWait(set);
+               if (state != transport::WaitArm::kArmed) return state;
+             }
+             return transport::WaitArm::kArmed;
+           });
     }
-    for (size_t k = 0; k < plan_.sends.size(); ++k) {
-      transport::SendConnection* s = plan_.sends[k];
-      backoff_.reset();
-      while (!s->drained()) {
-        if (pump()) {
-          backoff_.reset();
-          continue;
+    backoff_.reset();
+    for (;;) {
+      transport::SendConnection* undrained = nullptr;
+      for (transport::SendConnection* s : plan_.sends)
+        if (!s->drained()) {
+          undrained = s;
+          break;
         }
-        idle([&] { return std::string("draining a send"); },
-             [&](transport::WaitSet& set) { return s->armWait(set, /*drain=*/true); });
+      if (undrained == nullptr) break;
+      if (pump()) {
+        backoff_.reset();
+        continue;
       }
+      idle([&] { return std::string("draining a send"); },
+           [&](transport::WaitSet& set) {
+             for (transport::SendConnection* s : plan_.sends) {
+               if (s->drained()) continue;
+               const transport::WaitArm state = s->armWait(set, /*drain=*/true);
+               if (state != transport::WaitArm::kArmed) return state;
+             }
+             return transport::WaitArm::kArmed;
+           });
     }
   }
 
