@@ -237,10 +237,11 @@ bool ExchangeNowPlan::isInPlace(const CollOp& o) {
   // pointer.
   const auto in = reinterpret_cast<uintptr_t>(o.sendbuff);
   const auto out = reinterpret_cast<uintptr_t>(o.recvbuff);
+  if (o.kind != CollKind::kAllGather && o.kind != CollKind::kReduceScatter) return in == out;
+  // Only these two place one buffer at this rank's block of the other (an AllReduce's lookup,
+  // the 8 B call's, stops above).
   const size_t block = o.count * dataTypeSize(o.type) * static_cast<size_t>(o.comm->rank());
-  if (o.kind == CollKind::kAllGather) return in == out + block;
-  if (o.kind == CollKind::kReduceScatter) return out == in + block;
-  return in == out;
+  return o.kind == CollKind::kAllGather ? in == out + block : out == in + block;
 }
 
 bool runExchangeNow(CollOp& op) {
